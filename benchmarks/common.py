@@ -1,0 +1,54 @@
+"""Helpers shared by the benchmark scripts: timing, store URLs, printing."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@contextmanager
+def bench_store_url(backend: str) -> Iterator[str]:
+    """A throwaway store URL: a temp DuckDB file, or a temp schema on PRME_TEST_POSTGRES_DSN."""
+    if backend == "duckdb":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
+        return
+    import psycopg
+
+    dsn = os.environ.get("PRME_TEST_POSTGRES_DSN", DEFAULT_PG)
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f"{dsn}{'&' if '?' in dsn else '?'}prme_schema={schema}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def row(label: str, value: float, unit: str, target: str = "") -> None:
+    print(f"  {label:<52} {value:>12,.1f} {unit:<10} {target}", flush=True)

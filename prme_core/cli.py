@@ -1,0 +1,72 @@
+"""The ``prme`` command line.
+
+``prme main`` runs the project's main Dagster job on the embedded default: a DuckDB file
+(``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
+``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml``).
+No server is started. ``prme_core`` itself never imports Dagster: this module loads the
+orchestration layer only inside the commands that need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from prme_core.storage.url import STORE_URL_ENV
+
+
+def _repo_file(name: str) -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        if (base / name).is_file():
+            return base / name
+    return None
+
+
+def prepare_dagster_home() -> Path:
+    """Use ``DAGSTER_HOME`` or ``./.dagster_home``; seed it with the repository's dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    target = home / "dagster.yaml"
+    source = _repo_file("dagster.yaml")
+    if source is not None and (not target.exists() or target.read_bytes() != source.read_bytes()):
+        if source.resolve() != target.resolve():
+            shutil.copyfile(source, target)
+    return home
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_main(args: argparse.Namespace) -> int:
+    if args.store:
+        os.environ[STORE_URL_ENV] = args.store
+    home = prepare_dagster_home()
+    _say(f"Dagster instance: {home} · store: {os.environ.get(STORE_URL_ENV, 'duckdb:///.prme/prme.duckdb')}")
+    from prme_assets.main_job import run_main
+
+    return run_main(data_path=args.data, conversations=args.conversation or None, say=_say)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="prme", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    main = sub.add_parser("main", help="run the main job on the embedded default (no server)")
+    main.add_argument("--data", default=None, help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json)")
+    main.add_argument("--store", default=None, help="store URL (default: PRME_STORE_URL or duckdb:///.prme/prme.duckdb)")
+    main.add_argument("--conversation", action="append", help="limit to these sample ids (repeatable)")
+    main.set_defaults(func=cmd_main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Readers for real evaluation data (never copied into the repository)."""

@@ -1,0 +1,201 @@
+"""LoCoMo conversational memory data (Maharana et al., ACL 2024; CC BY-NC 4.0).
+
+One conversation is one owner, one session a ``session_id``, one turn a memory node dated by
+its session clock. Session clocks carry no timezone in the data; they are read as UTC.
+A question's evidence ids name its complete relevant set; ids that do not resolve to a turn are
+reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from prme_core.canonical import parse_json
+from prme_core.errors import InvalidInput
+from prme_core.memory.models import MemoryInput, NodeType
+
+LOCOMO_PATH_ENV = "PRME_LOCOMO_PATH"
+_CANDIDATE_PATHS = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo" / "locomo-dev.json",
+    Path("/work/shared/data/locomo/locomo-dev.json"),
+)
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    caption: str | None
+    session: int
+    position: int
+    time: datetime
+
+
+@dataclass(frozen=True)
+class Question:
+    index: int
+    question: str
+    answer: str | None
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+    _by_dia: dict[str, Turn] = field(default_factory=dict, repr=False, compare=False)
+
+    def turn(self, dia_id: str) -> Turn | None:
+        return self._by_dia.get(dia_id)
+
+    def node_id(self, dia_id: str) -> UUID:
+        """The deterministic node id of a turn (same data, same ids, on every machine)."""
+        return uuid5(NAMESPACE_URL, f"prme:locomo:{self.sample_id}:{dia_id}")
+
+    def memories(self, scope: str = "personal") -> list[MemoryInput]:
+        """Every turn as a memory input: ``Speaker: text`` plus the image caption where present."""
+        items = []
+        for turn in self.turns:
+            content = f"{turn.speaker}: {turn.text}"
+            if turn.caption:
+                content += f" [image: {turn.caption}]"
+            items.append(MemoryInput(
+                id=self.node_id(turn.dia_id), content=content, scope=scope, node_type=NodeType.EVENT,
+                session_id=f"{self.sample_id}:session_{turn.session}", event_time=turn.time,
+                epistemic_type="observed", metadata={
+                    "source": "locomo", "dia_id": turn.dia_id, "speaker": turn.speaker,
+                    "session": turn.session, "position": turn.position,
+                },
+            ))
+        return items
+
+    def resolve(self, question: Question) -> tuple[tuple[UUID, ...], tuple[str, ...]]:
+        """(resolvable evidence node ids, evidence ids that name no turn)."""
+        found: list[UUID] = []
+        missing: list[str] = []
+        for ref in question.evidence:
+            if ref in self._by_dia:
+                node = self.node_id(ref)
+                if node not in found:
+                    found.append(node)
+            else:
+                missing.append(ref)
+        return tuple(found), tuple(missing)
+
+
+def default_locomo_path() -> Path | None:
+    """The development file: ``PRME_LOCOMO_PATH``, else ``../shared/data/locomo/`` beside the
+    checkout; None when neither exists."""
+    explicit = os.environ.get(LOCOMO_PATH_ENV)
+    if explicit:
+        return Path(explicit)
+    return next((p for p in _CANDIDATE_PATHS if p.is_file()), None)
+
+
+def parse_session_time(text: str, where: str) -> datetime:
+    try:
+        return datetime.strptime(text.strip(), _DATE_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise InvalidInput(where, f"session clock {text!r} is not like '1:56 pm on 8 May, 2023'") from None
+
+
+def _evidence_ids(raw: Any) -> tuple[str, ...]:
+    ids: list[str] = []
+    for item in raw or ():
+        for part in _EVIDENCE_SPLIT.split(str(item)):
+            if part:
+                ids.append(part)
+    return tuple(ids)
+
+
+def parse_conversation(raw: dict[str, Any], where: str) -> Conversation:
+    try:
+        sample_id = str(raw["sample_id"])
+        conv = raw["conversation"]
+        speakers = (str(conv["speaker_a"]), str(conv["speaker_b"]))
+    except (KeyError, TypeError) as exc:
+        raise InvalidInput(where, f"not a LoCoMo conversation: missing {exc}") from None
+    sessions = sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key)))
+    turns: list[Turn] = []
+    for number in sessions:
+        clock_key = f"session_{number}_date_time"
+        if clock_key not in conv:
+            raise InvalidInput(f"{where}.conversation.{clock_key}", "missing session clock")
+        clock = parse_session_time(conv[clock_key], f"{where}.conversation.{clock_key}")
+        for position, item in enumerate(conv[f"session_{number}"]):
+            turns.append(Turn(
+                dia_id=str(item["dia_id"]), speaker=str(item["speaker"]), text=str(item.get("text", "")),
+                caption=(str(item["blip_caption"]) if item.get("blip_caption") else None),
+                session=number, position=position, time=clock,
+            ))
+    questions = tuple(
+        Question(index=i, question=str(q["question"]),
+                 answer=None if q.get("answer") is None else str(q["answer"]),
+                 evidence=_evidence_ids(q.get("evidence")), category=int(q.get("category", 0)))
+        for i, q in enumerate(raw.get("qa", []))
+    )
+    by_dia: dict[str, Turn] = {}
+    for turn in turns:
+        if turn.dia_id in by_dia:
+            raise InvalidInput(where, f"dia_id {turn.dia_id} appears twice in {sample_id}")
+        by_dia[turn.dia_id] = turn
+    return Conversation(sample_id, speakers, tuple(turns), questions, by_dia)
+
+
+def read_locomo(path: str | Path) -> list[Conversation]:
+    """Read a file in the LoCoMo format (a JSON list of conversations)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput("data", f"{path} does not exist; point --data at a LoCoMo-format JSON file")
+    data = parse_json(path.read_bytes())
+    if not isinstance(data, list):
+        raise InvalidInput("data", f"{path} must hold a JSON list of conversations")
+    return [parse_conversation(item, f"data[{i}]") for i, item in enumerate(data)]
+
+
+def select(conversations: Iterable[Conversation], sample_ids: Iterable[str] | None) -> list[Conversation]:
+    """Conversations by sample id, in file order; unknown ids are an error."""
+    conversations = list(conversations)
+    if sample_ids is None:
+        return conversations
+    wanted = list(sample_ids)
+    known = {c.sample_id for c in conversations}
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise InvalidInput("conversations", f"unknown sample ids {unknown}; the file holds {sorted(known)}")
+    return [c for c in conversations if c.sample_id in set(wanted)]
+
+
+def load_conversation(client: Any, conversation: Conversation, scope: str = "personal") -> int:
+    """Store a conversation's turns for its owner in one batch; return how many were new.
+
+    Idempotent: a conversation already loaded is left alone; a partial earlier load (some ids
+    present, some not) is refused rather than patched, because it means the data changed.
+    """
+    items = conversation.memories(scope)
+    owner = conversation.sample_id
+    with client.store.transaction() as tx:
+        present = tx.existing_node_ids(owner, [item.id for item in items])
+    if len(present) == len(items):
+        return 0
+    if present:
+        raise InvalidInput(
+            "data", f"{owner} is partly loaded ({len(present)} of {len(items)} turns); "
+            "the data file changed since the last load: use a fresh store"
+        )
+    client.store_batch(owner, items)
+    return len(items)

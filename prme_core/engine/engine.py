@@ -1,0 +1,55 @@
+"""``MemoryEngine``: the asynchronous public API.
+
+Each coroutine runs the matching ``MemoryClient`` method in a worker thread, so the event loop
+never blocks on the database; both surfaces therefore share one contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from prme_core.engine.client import MemoryClient
+from prme_core.settings import EngineSettings
+from prme_core.storage import Store
+
+ASYNC_METHODS: tuple[str, ...] = (
+    "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
+)
+
+
+def _async_method(name: str) -> Callable[..., Any]:
+    sync = getattr(MemoryClient, name)
+
+    @functools.wraps(sync)
+    async def method(self: "MemoryEngine", *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(self.client, name), *args, **kwargs)
+
+    return method
+
+
+class MemoryEngine:
+    """Asynchronous access to one PRME store; use ``async with MemoryEngine(...)``."""
+
+    def __init__(self, store_url: str | None = None, *, settings: EngineSettings | None = None,
+                 store: Store | None = None) -> None:
+        self.client = MemoryClient(store_url, settings=settings, store=store)
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self.client.settings
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.client.close)
+
+    async def __aenter__(self) -> "MemoryEngine":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+for _name in ASYNC_METHODS:
+    setattr(MemoryEngine, _name, _async_method(_name))

@@ -1,0 +1,39 @@
+"""Engine settings: the one place environment variables are read."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from prme_core.memory.models import DEFAULT_SCOPES, ScopeName
+from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
+from prme_core.types import FrozenModel
+
+SCOPES_ENV = "PRME_SCOPES"
+
+
+class EngineSettings(FrozenModel):
+    """What an engine is configured with. Immutable: no tenant action changes it."""
+
+    store_url: str = DEFAULT_STORE_URL
+    scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64)] = DEFAULT_SCOPES
+
+    @field_validator("scopes")
+    @classmethod
+    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("scope names must be unique")
+        return value
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "EngineSettings":
+        """Settings from ``PRME_STORE_URL`` and ``PRME_SCOPES`` (comma-separated), then overrides."""
+        values: dict[str, object] = {}
+        if os.environ.get(STORE_URL_ENV):
+            values["store_url"] = os.environ[STORE_URL_ENV]
+        if os.environ.get(SCOPES_ENV):
+            values["scopes"] = tuple(s.strip() for s in os.environ[SCOPES_ENV].split(",") if s.strip())
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -1,0 +1,122 @@
+"""DuckDB backend: one embedded file, one connection per process, writes serialized by a lock.
+
+DuckDB admits one read-write process per file. Opening retries with backoff while another
+process holds the lock (``lock_timeout`` seconds, default 60), which is what lets Dagster's
+multiprocess executor share the embedded file: each step opens, works and closes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from prme_core.errors import StoreUnavailable
+from prme_core.storage.base import SqlStore
+from prme_core.storage.url import StoreURL, duckdb_path
+
+_VALUES_INSERT_MAX_ROWS = 16
+
+
+class _DuckConnection:
+    def __init__(self, raw: duckdb.DuckDBPyConnection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        result = self.raw.execute(sql, list(params)).fetchall()
+        return int(result[0][0]) if result and result[0] and isinstance(result[0][0], int) else 0
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.raw.execute(sql, list(params)).fetchall()
+
+    def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        return self.raw.execute(sql, list(params)).to_arrow_table()
+
+    def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        if not rows:
+            return
+        cols = ", ".join(columns)
+        if len(rows) <= _VALUES_INSERT_MAX_ROWS:
+            one = "(" + ", ".join("?" * len(columns)) + ")"
+            params = [value for row in rows for value in row]
+            self.raw.execute(f"INSERT INTO {table} ({cols}) VALUES {', '.join([one] * len(rows))}", params)
+            return
+        arrays = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
+        self.insert_arrow(table, pa.table(arrays))
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Insert an Arrow table whose column names match ``table``'s columns."""
+        view = f"_prme_batch_{threading.get_ident()}"
+        self.raw.register(view, data)
+        try:
+            cols = ", ".join(data.column_names)
+            self.raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {view}")
+        finally:
+            self.raw.unregister(view)
+
+    def lock_key(self, key: str) -> None:
+        # The connection lock already serializes every transaction in this process, and DuckDB's
+        # file lock keeps other processes out, so a per-key lock has nothing left to add.
+        return None
+
+
+class DuckDBStore(SqlStore):
+    """The embedded default store."""
+
+    backend = "duckdb"
+
+    def __init__(self, url: StoreURL) -> None:
+        self._url = url
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        path = duckdb_path(url.target)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        timeout = float(url.options.get("lock_timeout", "60"))
+        self._raw = _connect_with_backoff(url.target, timeout)
+        self._conn = _DuckConnection(self._raw)
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        return self._url.redacted()
+
+    @contextmanager
+    def _begin(self) -> Iterator[_DuckConnection]:
+        with self._lock:
+            if self._raw is None:
+                raise StoreUnavailable("the store is closed; open a new one")
+            self._raw.execute("BEGIN TRANSACTION")
+            try:
+                yield self._conn
+            except BaseException:
+                self._raw.execute("ROLLBACK")
+                raise
+            self._raw.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = None
+
+
+def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(target)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() + delay > deadline:
+                raise StoreUnavailable(
+                    f"cannot open DuckDB file {target!r}: {exc}. Another process holds it; "
+                    f"close that process or raise lock_timeout (waited {timeout_s:g}s)"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)

@@ -1,0 +1,123 @@
+"""PostgreSQL backend (psycopg 3 with a connection pool): the production store.
+
+Per-key serialization uses ``pg_advisory_xact_lock`` on a 64-bit key derived from SHA-256, held
+until the transaction ends. The optional URL parameter ``prme_schema`` puts every table in that
+schema (created if missing), which is how tests isolate themselves on one server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+from psycopg_pool import ConnectionPool
+
+from prme_core.errors import StoreUnavailable
+from prme_core.storage.base import SqlStore
+from prme_core.storage.url import StoreURL
+
+_QMARK = re.compile(r"\?")
+
+
+def _to_pyformat(sql: str) -> str:
+    return _QMARK.sub("%s", sql.replace("%", "%%"))
+
+
+def advisory_key(key: str) -> int:
+    """A signed 64-bit advisory lock key from the first 8 bytes of SHA-256(key)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big", signed=True)
+
+
+class _PgConnection:
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self.raw.cursor() as cur:
+            if params:
+                cur.execute(_to_pyformat(sql), list(params))
+            else:
+                cur.execute(sql)
+            return max(cur.rowcount, 0)
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self.raw.cursor() as cur:
+            cur.execute(_to_pyformat(sql), list(params))
+            return cur.fetchall()
+
+    def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        with self.raw.cursor() as cur:
+            cur.execute(_to_pyformat(sql), list(params))
+            names = [d.name for d in cur.description]
+            rows = cur.fetchall()
+        return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+
+    def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        if not rows:
+            return
+        with self.raw.cursor() as cur:
+            with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        columns = data.column_names
+        self.bulk_insert(table, columns, list(zip(*(data.column(c).to_pylist() for c in columns))))
+
+    def lock_key(self, key: str) -> None:
+        with self.raw.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(key)])
+
+
+class PostgresStore(SqlStore):
+    """PostgreSQL through a psycopg 3 pool (``pool_size`` URL option, default 4)."""
+
+    backend = "postgresql"
+
+    def __init__(self, url: StoreURL) -> None:
+        self._url = url
+        schema = url.options.get("prme_schema")
+        size = int(url.options.get("pool_size", "4"))
+        kwargs: dict[str, Any] = {"autocommit": False}
+        if schema:
+            kwargs["options"] = f"-c search_path={schema}"
+        try:
+            if schema:
+                with psycopg.connect(url.target, autocommit=True, connect_timeout=10) as conn:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            self._pool = ConnectionPool(url.target, min_size=1, max_size=size, kwargs=kwargs, open=True, timeout=30)
+            self._pool.wait(timeout=10)
+        except (psycopg.Error, Exception) as exc:  # the pool wraps connection errors in its own types
+            raise StoreUnavailable(f"cannot reach PostgreSQL at {url.redacted()}: {exc}") from exc
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        return self._url.redacted()
+
+    @contextmanager
+    def _begin(self) -> Iterator[_PgConnection]:
+        if self._pool is None:
+            raise StoreUnavailable("the store is closed; open a new one")
+        with self._pool.connection() as raw:
+            with raw.transaction():
+                yield _PgConnection(raw)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def drop_schema(self) -> None:
+        """Drop this store's ``prme_schema`` (tests only; refuses without one)."""
+        schema = self._url.options.get("prme_schema")
+        if not schema:
+            raise StoreUnavailable("drop_schema needs a prme_schema option")
+        self.close()
+        with psycopg.connect(self._url.target, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

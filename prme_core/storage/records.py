@@ -1,0 +1,68 @@
+"""Row-level records the store hands back: operations and applied migrations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from prme_core.canonical import canonical_json, parse_json, sha256_hex
+from prme_core.errors import CorruptRecord
+
+
+@dataclass(frozen=True)
+class OperationDraft:
+    """An operation about to be appended. ``payload`` is canonical JSON bytes."""
+
+    id: str
+    owner: str
+    op_type: str
+    payload: bytes
+    scope_key: str | None = None
+    target_id: str | None = None
+
+    @classmethod
+    def of(cls, *, id: str, owner: str, op_type: str, body: object, scope_key: str | None = None,
+           target_id: str | None = None) -> "OperationDraft":
+        return cls(id=id, owner=owner, op_type=op_type, payload=canonical_json(body),
+                   scope_key=scope_key, target_id=target_id)
+
+    @property
+    def checksum(self) -> str:
+        return sha256_hex(self.payload)
+
+
+@dataclass(frozen=True)
+class StoredOperation:
+    """One row of the append-only operations log, as read back."""
+
+    seq: int
+    id: str
+    owner: str
+    op_type: str
+    scope_key: str | None
+    target_id: str | None
+    payload: str
+    checksum: str
+    admitted_at: datetime
+
+    def verified(self, owner: str) -> "StoredOperation":
+        """Return self after checking owner and checksum; raise ``CorruptRecord`` otherwise."""
+        if self.owner != owner:
+            raise CorruptRecord(f"operation {self.id} is not owned by the reader; refusing to use it")
+        if sha256_hex(self.payload) != self.checksum:
+            raise CorruptRecord(
+                f"operation {self.id} ({self.op_type}) does not match its checksum; "
+                "the row was altered after admission: restore it from a backup"
+            )
+        return self
+
+    def body(self) -> object:
+        return parse_json(self.payload)
+
+
+@dataclass(frozen=True)
+class AppliedMigration:
+    version: int
+    name: str
+    checksum: str
+    applied_at: datetime

@@ -1,0 +1,113 @@
+"""Versioned schema migrations, applied in order when a store opens.
+
+Each migration is recorded in ``schema_migrations`` with a checksum of its SQL, so opening a
+store whose recorded migration text differs from this code fails instead of drifting. The DDL
+is shared by DuckDB and PostgreSQL; ``postgresql_extra`` holds what only PostgreSQL can enforce
+(triggers that make the append-only tables refuse UPDATE and DELETE).
+
+Times are stored as BIGINT microseconds since the Unix epoch (UTC) on both backends, so the two
+dialects compare and sort them identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prme_core.canonical import sha256_hex
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+    postgresql_extra: str = ""
+
+    @property
+    def checksum(self) -> str:
+        return sha256_hex(self.sql + "\n--pg--\n" + self.postgresql_extra)
+
+
+_NODE_COLUMNS_DDL = """
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    scope TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    session_id TEXT,
+    event_us BIGINT,
+    created_us BIGINT NOT NULL,
+    updated_us BIGINT NOT NULL,
+    valid_from_us BIGINT,
+    valid_to_us BIGINT,
+    salience DOUBLE PRECISION NOT NULL,
+    confidence DOUBLE PRECISION NOT NULL,
+    epistemic_type TEXT NOT NULL,
+    lifecycle TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    superseded_by TEXT"""
+
+_APPEND_ONLY_TRIGGER = """
+CREATE OR REPLACE FUNCTION prme_refuse_change() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'table % is append-only: rows are never updated or deleted', TG_TABLE_NAME;
+END
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER operations_append_only BEFORE UPDATE OR DELETE ON operations
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
+CREATE TRIGGER memory_node_versions_append_only BEFORE UPDATE OR DELETE ON memory_node_versions
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "memory nodes, versions, edges and the append-only operations log",
+        f"""
+CREATE SEQUENCE IF NOT EXISTS memory_seq;
+CREATE TABLE memory_nodes (
+    seq BIGINT NOT NULL DEFAULT nextval('memory_seq'),{_NODE_COLUMNS_DDL},
+    PRIMARY KEY (owner, id)
+);
+CREATE TABLE memory_node_versions (
+    version_seq BIGINT NOT NULL DEFAULT nextval('memory_seq'),{_NODE_COLUMNS_DDL},
+    PRIMARY KEY (owner, id, version)
+);
+CREATE TABLE memory_edges (
+    seq BIGINT NOT NULL DEFAULT nextval('memory_seq'),
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    edge_type TEXT NOT NULL,
+    weight DOUBLE PRECISION NOT NULL,
+    created_us BIGINT NOT NULL,
+    metadata TEXT NOT NULL,
+    PRIMARY KEY (owner, id)
+);
+CREATE INDEX memory_edges_by_source ON memory_edges (owner, source_id);
+CREATE INDEX memory_edges_by_target ON memory_edges (owner, target_id);
+CREATE SEQUENCE IF NOT EXISTS operations_seq;
+CREATE TABLE operations (
+    seq BIGINT NOT NULL DEFAULT nextval('operations_seq'),
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    op_type TEXT NOT NULL,
+    scope_key TEXT,
+    target_id TEXT,
+    payload TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    admitted_us BIGINT NOT NULL
+);
+CREATE INDEX operations_by_target ON operations (owner, op_type, target_id);
+CREATE INDEX operations_by_scope ON operations (owner, op_type, scope_key);
+""",
+        _APPEND_ONLY_TRIGGER,
+    ),
+)
+
+
+def latest_version() -> int:
+    return MIGRATIONS[-1].version

@@ -1,0 +1,299 @@
+"""The data operations of a store, run inside one transaction (shared by both backends).
+
+A ``StoreSession`` is what ``Store.transaction()`` yields. Its SQL is written once with ``?``
+placeholders; the backend's connection adapter translates them and supplies bulk insert and
+per-key locking, which are the only things the two dialects do differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from prme_core.canonical import canonical_json, parse_json
+from prme_core.errors import AmbiguousRecord, CorruptRecord, IdempotencyConflict, InvalidInput
+from prme_core.memory.models import Edge, MemoryNode
+from prme_core.storage.records import OperationDraft, StoredOperation
+from prme_core.types import from_epoch_us, to_epoch_us, utc_now
+
+NODE_COLUMNS = (
+    "owner", "id", "version", "scope", "node_type", "content", "content_hash", "session_id",
+    "event_us", "created_us", "updated_us", "valid_from_us", "valid_to_us", "salience",
+    "confidence", "epistemic_type", "lifecycle", "metadata", "superseded_by",
+)
+EDGE_COLUMNS = ("owner", "id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
+OPERATION_COLUMNS = ("seq", "id", "owner", "op_type", "scope_key", "target_id", "payload", "checksum", "admitted_us")
+_NODE_SELECT = ", ".join(NODE_COLUMNS)
+_OP_SELECT = ", ".join(OPERATION_COLUMNS)
+IN_BATCH = 500
+
+
+class Connection(Protocol):
+    """What a backend supplies to a session: SQL execution, bulk insert and key locks."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
+    def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None: ...
+    def lock_key(self, key: str) -> None: ...
+    def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+def node_row(node: MemoryNode) -> tuple:
+    return (
+        node.owner, str(node.id), node.version, node.scope, node.node_type.value, node.content,
+        node.content_hash, node.session_id, to_epoch_us(node.event_time), to_epoch_us(node.created_at),
+        to_epoch_us(node.updated_at), to_epoch_us(node.valid_from), to_epoch_us(node.valid_to),
+        float(node.salience), float(node.confidence), node.epistemic_type.value, node.lifecycle.value,
+        canonical_json(node.metadata).decode("utf-8"),
+        str(node.superseded_by) if node.superseded_by else None,
+    )
+
+
+def row_node(row: Sequence[Any]) -> MemoryNode:
+    (owner, id_, version, scope, node_type, content, content_hash, session_id, event_us, created_us,
+     updated_us, valid_from_us, valid_to_us, salience, confidence, epistemic, lifecycle, metadata,
+     superseded_by) = row
+    try:
+        return MemoryNode(
+            id=id_, owner=owner, version=version, scope=scope, node_type=node_type, content=content,
+            content_hash=content_hash, session_id=session_id, event_time=from_epoch_us(event_us),
+            created_at=from_epoch_us(created_us), updated_at=from_epoch_us(updated_us),
+            valid_from=from_epoch_us(valid_from_us), valid_to=from_epoch_us(valid_to_us),
+            salience=salience, confidence=confidence, epistemic_type=epistemic, lifecycle=lifecycle,
+            metadata=parse_json(metadata), superseded_by=superseded_by,
+        )
+    except ValueError as exc:
+        raise CorruptRecord(f"stored node {id_} v{version} fails validation ({exc}); restore it from a backup") from exc
+
+
+def edge_row(edge: Edge) -> tuple:
+    return (edge.owner, str(edge.id), str(edge.source_id), str(edge.target_id), edge.edge_type.value,
+            float(edge.weight), to_epoch_us(edge.created_at), canonical_json(edge.metadata).decode("utf-8"))
+
+
+def row_edge(row: Sequence[Any]) -> Edge:
+    owner, id_, source, target, edge_type, weight, created_us, metadata = row
+    return Edge(id=id_, owner=owner, source_id=source, target_id=target, edge_type=edge_type,
+                weight=weight, created_at=from_epoch_us(created_us), metadata=parse_json(metadata))
+
+
+def row_operation(row: Sequence[Any]) -> StoredOperation:
+    seq, id_, owner, op_type, scope_key, target_id, payload, checksum, admitted_us = row
+    return StoredOperation(seq=int(seq), id=id_, owner=owner, op_type=op_type, scope_key=scope_key,
+                           target_id=target_id, payload=payload, checksum=checksum,
+                           admitted_at=from_epoch_us(admitted_us))
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _chunks(values: Sequence[Any], size: int = IN_BATCH) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+class StoreSession:
+    """Data operations inside one transaction. Every read takes the owner."""
+
+    def __init__(self, conn: Connection, backend: str) -> None:
+        self.conn = conn
+        self.backend = backend
+
+    # --- memory nodes -------------------------------------------------------------------
+
+    def existing_node_ids(self, owner: str, ids: Sequence[UUID | str]) -> set[str]:
+        found: set[str] = set()
+        keys = [str(i) for i in ids]
+        for chunk in _chunks(keys):
+            rows = self.conn.fetchall(
+                f"SELECT id FROM memory_nodes WHERE owner = ? AND id IN ({_placeholders(len(chunk))})",
+                [owner, *chunk],
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    def insert_nodes(self, nodes: Sequence[MemoryNode], edges: Sequence[Edge] = (), *,
+                     caller_ids: Sequence[UUID] | None = None) -> None:
+        """Insert first versions of new nodes (and edges) atomically; ids must be new.
+
+        ``caller_ids`` are the ids a caller chose; only those can collide with stored nodes
+        (fresh UUID4s cannot), so only those are looked up. ``None`` checks every node.
+        """
+        if not nodes and not edges:
+            return
+        for node in nodes:
+            if node.version != 1:
+                raise InvalidInput("version", "new nodes start at version 1")
+        owners = {n.owner for n in nodes}
+        to_check = [n.id for n in nodes] if caller_ids is None else list(caller_ids)
+        for owner in owners:
+            clash = self.existing_node_ids(owner, to_check) if to_check else set()
+            if clash:
+                raise IdempotencyConflict(
+                    f"node id {sorted(clash)[0]} already exists for this owner; "
+                    "omit id to get a fresh one, or supersede the existing node"
+                )
+        rows = [node_row(n) for n in nodes]
+        self.conn.bulk_insert("memory_nodes", NODE_COLUMNS, rows)
+        self.conn.bulk_insert("memory_node_versions", NODE_COLUMNS, rows)
+        self.insert_edges(edges)
+
+    def write_versions(self, versions: Sequence[MemoryNode]) -> None:
+        """Append new versions of existing nodes; each must follow the current version."""
+        for node in versions:
+            current = self.conn.fetchall(
+                "SELECT version FROM memory_nodes WHERE owner = ? AND id = ?", [node.owner, str(node.id)]
+            )
+            if not current:
+                raise InvalidInput("node_id", f"{node.id} does not exist for this owner")
+            if current[0][0] != node.version - 1:
+                raise IdempotencyConflict(
+                    f"node {node.id} is at version {current[0][0]}, not {node.version - 1}; "
+                    "it changed concurrently: re-read it and retry"
+                )
+            row = node_row(node)
+            assignments = ", ".join(f"{c} = ?" for c in NODE_COLUMNS[2:])
+            self.conn.execute(
+                f"UPDATE memory_nodes SET {assignments} WHERE owner = ? AND id = ?",
+                [*row[2:], node.owner, str(node.id)],
+            )
+            self.conn.bulk_insert("memory_node_versions", NODE_COLUMNS, [row])
+
+    def insert_edges(self, edges: Sequence[Edge]) -> None:
+        if edges:
+            self.conn.bulk_insert("memory_edges", EDGE_COLUMNS, [edge_row(e) for e in edges])
+
+    def get_node(self, owner: str, node_id: UUID | str) -> MemoryNode | None:
+        rows = self.conn.fetchall(
+            f"SELECT {_NODE_SELECT} FROM memory_nodes WHERE owner = ? AND id = ?", [owner, str(node_id)]
+        )
+        return row_node(rows[0]) if rows else None
+
+    def get_nodes(self, owner: str, node_ids: Sequence[UUID | str]) -> dict[str, MemoryNode]:
+        found: dict[str, MemoryNode] = {}
+        keys = sorted({str(i) for i in node_ids})
+        for chunk in _chunks(keys):
+            rows = self.conn.fetchall(
+                f"SELECT {_NODE_SELECT} FROM memory_nodes WHERE owner = ? AND id IN ({_placeholders(len(chunk))})",
+                [owner, *chunk],
+            )
+            for row in rows:
+                found[row[1]] = row_node(row)
+        return found
+
+    def node_history(self, owner: str, node_id: UUID | str) -> list[MemoryNode]:
+        rows = self.conn.fetchall(
+            f"SELECT {_NODE_SELECT} FROM memory_node_versions WHERE owner = ? AND id = ? ORDER BY version",
+            [owner, str(node_id)],
+        )
+        return [row_node(r) for r in rows]
+
+    def scan_nodes(self, owner: str, *, scopes: Sequence[str] | None, lifecycles: Sequence[str] | None,
+                   after_seq: int, limit: int) -> list[tuple[int, MemoryNode]]:
+        sql = f"SELECT seq, {_NODE_SELECT} FROM memory_nodes WHERE owner = ? AND seq > ?"
+        params: list[Any] = [owner, after_seq]
+        if scopes is not None:
+            sql += f" AND scope IN ({_placeholders(len(scopes))})"
+            params.extend(scopes)
+        if lifecycles is not None:
+            sql += f" AND lifecycle IN ({_placeholders(len(lifecycles))})"
+            params.extend(lifecycles)
+        sql += " ORDER BY seq LIMIT ?"
+        params.append(limit)
+        return [(int(r[0]), row_node(r[1:])) for r in self.conn.fetchall(sql, params)]
+
+    def edges_of(self, owner: str, node_id: UUID | str) -> list[Edge]:
+        key = str(node_id)
+        rows = self.conn.fetchall(
+            f"SELECT {', '.join(EDGE_COLUMNS)} FROM memory_edges WHERE owner = ? AND (source_id = ? OR target_id = ?) ORDER BY seq",
+            [owner, key, key],
+        )
+        return [row_edge(r) for r in rows]
+
+    def memory_revision(self, owner: str) -> tuple[int, int]:
+        """A value that changes whenever the owner's nodes or edges change."""
+        node = self.conn.fetchall(
+            "SELECT count(*), coalesce(max(version_seq), 0) FROM memory_node_versions WHERE owner = ?", [owner]
+        )[0]
+        edge = self.conn.fetchall("SELECT count(*), coalesce(max(seq), 0) FROM memory_edges WHERE owner = ?", [owner])[0]
+        return (int(node[0]) + int(edge[0]), max(int(node[1]), int(edge[1])))
+
+    # --- operations log -----------------------------------------------------------------
+
+    def append_operation(self, draft: OperationDraft) -> tuple[StoredOperation, bool]:
+        """Append unless the id exists; return the stored row and whether this call wrote it."""
+        before = self._operation_by_id(draft.id)
+        if before is not None:
+            return before, False
+        admitted = to_epoch_us(utc_now())
+        written = self.conn.execute(
+            "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            [draft.id, draft.owner, draft.op_type, draft.scope_key, draft.target_id,
+             draft.payload.decode("utf-8"), draft.checksum, admitted],
+        )
+        stored = self._operation_by_id(draft.id)
+        if stored is None:  # pragma: no cover - the insert above either wrote or found the row
+            raise CorruptRecord(f"operation {draft.id} vanished after insert")
+        return stored, written == 1
+
+    def _operation_by_id(self, op_id: str) -> StoredOperation | None:
+        rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
+        return row_operation(rows[0]) if rows else None
+
+    def get_operation(self, owner: str, op_id: str) -> StoredOperation | None:
+        rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ? AND owner = ?", [op_id, owner])
+        return row_operation(rows[0]).verified(owner) if rows else None
+
+    def find_operation(self, owner: str, op_type: str, target_id: str) -> StoredOperation | None:
+        """The one operation of a type for a target; two such rows are an integrity error."""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? AND target_id = ? LIMIT 2",
+            [owner, op_type, target_id],
+        )
+        if len(rows) > 1:
+            raise AmbiguousRecord(f"two {op_type} operations claim target {target_id}; the store needs repair")
+        return row_operation(rows[0]).verified(owner) if rows else None
+
+    def find_operations(self, owner: str, op_type: str, target_ids: Sequence[str]) -> dict[str, StoredOperation]:
+        """Operations of a type by target id, in batches; duplicates are an integrity error."""
+        found: dict[str, StoredOperation] = {}
+        keys = sorted(set(target_ids))
+        for chunk in _chunks(keys):
+            rows = self.conn.fetchall(
+                f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? "
+                f"AND target_id IN ({_placeholders(len(chunk))})",
+                [owner, op_type, *chunk],
+            )
+            for row in rows:
+                op = row_operation(row).verified(owner)
+                if op.target_id in found:
+                    raise AmbiguousRecord(f"two {op_type} operations claim target {op.target_id}; the store needs repair")
+                found[op.target_id] = op
+        return found
+
+    def list_operations(self, owner: str, op_type: str, *, scope_key: str | None = None,
+                        after_target: str | None = None, limit: int = 100, order: str = "target",
+                        newest_first: bool = False) -> list[StoredOperation]:
+        """A bounded page of an owner's operations of one type, ordered by target id or seq."""
+        sql = f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ?"
+        params: list[Any] = [owner, op_type]
+        if scope_key is not None:
+            sql += " AND scope_key = ?"
+            params.append(scope_key)
+        if after_target is not None:
+            sql += " AND target_id > ?"
+            params.append(after_target)
+        if order == "target":
+            sql += " ORDER BY target_id"
+        else:
+            sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
+        sql += " LIMIT ?"
+        params.append(limit)
+        return [row_operation(r).verified(owner) for r in self.conn.fetchall(sql, params)]
+
+    def lock(self, key: str) -> None:
+        """Serialize writers of one logical key until this transaction ends."""
+        self.conn.lock_key(key)

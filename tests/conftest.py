@@ -1,0 +1,92 @@
+"""Shared fixtures: one contract suite runs on DuckDB and on PostgreSQL.
+
+PostgreSQL comes from ``PRME_TEST_POSTGRES_DSN``. Outside CI an unset or unreachable server
+skips the PostgreSQL half with a message; with ``CI=true`` it fails instead, never skips.
+Each test gets its own PostgreSQL schema (dropped afterwards) and its own DuckDB file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from prme_core.engine import MemoryClient
+from prme_core.storage import Store, open_store
+
+POSTGRES_ENV = "PRME_TEST_POSTGRES_DSN"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+BACKENDS = ["duckdb", "postgres"]
+
+
+def _postgres_dsn() -> str:
+    dsn = os.environ.get(POSTGRES_ENV)
+    if not dsn:
+        if IN_CI:
+            pytest.fail(f"{POSTGRES_ENV} is not set; CI must test PostgreSQL (see .ci/run)")
+        pytest.skip(f"{POSTGRES_ENV} is not set; PostgreSQL contract tests skipped outside CI")
+    try:
+        import psycopg
+
+        with psycopg.connect(dsn, connect_timeout=5):
+            pass
+    except Exception as exc:  # noqa: BLE001 - any connection failure means the same thing here
+        if IN_CI:
+            pytest.fail(f"PostgreSQL at {POSTGRES_ENV} is unreachable under CI: {exc}")
+        pytest.skip(f"PostgreSQL at {POSTGRES_ENV} is unreachable: {exc}")
+    return dsn
+
+
+def _with_schema(dsn: str, schema: str) -> str:
+    return f"{dsn}{'&' if '?' in dsn else '?'}prme_schema={schema}"
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store URL on each backend; PostgreSQL schemas are dropped afterwards."""
+    if request.param == "duckdb":
+        yield f"duckdb:///{tmp_path / 'store' / 'prme.duckdb'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    url = _with_schema(_postgres_dsn(), schema)
+    yield url
+    import psycopg
+
+    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL store URL only (for tests about server-side concurrency)."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    url = _with_schema(_postgres_dsn(), schema)
+    yield url
+    import psycopg
+
+    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def open_store_at(store_url: str) -> Iterator[Callable[[], Store]]:
+    """Open (and later close) stores at the test's URL; call it again to 'restart'."""
+    opened: list[Store] = []
+
+    def _open() -> Store:
+        store = open_store(store_url)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def client(store_url: str) -> Iterator[MemoryClient]:
+    with MemoryClient(store_url) as c:
+        yield c
