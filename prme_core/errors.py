@@ -55,6 +55,10 @@ class IdempotencyConflict(PrmeError, ValueError):
     """A caller idempotency key was reused with different content; the first record stands."""
 
 
+class DuplicateKey(IdempotencyConflict):
+    """A write hit an existing primary key; the surrounding transaction has been abandoned."""
+
+
 class StoreUnavailable(PrmeError):
     """The store could not be opened or reached (bad URL, server down, file locked)."""
 

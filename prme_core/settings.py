@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from prme_core.memory.models import DEFAULT_SCOPES, ScopeName
+from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
 from prme_core.types import FrozenModel
 
@@ -19,6 +20,8 @@ class EngineSettings(FrozenModel):
 
     store_url: str = DEFAULT_STORE_URL
     scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64)] = DEFAULT_SCOPES
+    scoring: ScoringWeights = Field(default_factory=ScoringWeights)
+    packing: PackingConfig = Field(default_factory=PackingConfig)
 
     @field_validator("scopes")
     @classmethod

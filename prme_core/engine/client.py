@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from prme_core.memory.bank import MemoryBank, MemoryLike
+from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
+from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.store import get_receipt
+from prme_core.retrieval.config import Fidelity
+from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
+from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalResponse, build_request
+from prme_core.retrieval.reranker import Reranker, RerankerSettings
 from prme_core.settings import EngineSettings
 from prme_core.storage import Store, open_store
+from prme_core.validation import check_owner
 
 
 class MemoryClient:
@@ -19,11 +26,14 @@ class MemoryClient:
     """
 
     def __init__(self, store_url: str | None = None, *, settings: EngineSettings | None = None,
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, embedder: EmbeddingProvider | None = None,
+                 reranker: Reranker | None = None, reranker_settings: RerankerSettings | None = None) -> None:
         self.settings = settings or EngineSettings.from_env(store_url=store_url)
         self._owns_store = store is None
         self.store = store if store is not None else open_store(self.settings.store_url)
         self.memory = MemoryBank(self.store, self.settings)
+        self.pipeline = RetrievalPipeline(self.store, embedder=embedder or HashedEmbedding(),
+                                          reranker=reranker, reranker_settings=reranker_settings)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -81,3 +91,33 @@ class MemoryClient:
     def archive(self, owner: str, node_id: Any) -> MemoryNode:
         """Archive a node (a new version; history kept)."""
         return self.memory.archive(owner, node_id)
+
+    # --- retrieval ----------------------------------------------------------------------
+
+    def retrieve(self, query: str, *, owner: str, scopes: Sequence[str] | None = None, reference_time: Any = None,
+                 limit: int = 20, min_score: float = 0.0, token_budget: int | None = None,
+                 time_from: Any = None, time_to: Any = None, event_time_from: Any = None,
+                 event_time_to: Any = None, min_fidelity: Fidelity | None = None,
+                 scoring: Mapping[str, Any] | Any = None, packing: Mapping[str, Any] | Any = None,
+                 ranking_multipliers: Mapping[str, float] | Any = None, include_cross_scope: bool = False,
+                 retrieval_mode: str = "hybrid") -> RetrievalResponse:
+        """Hybrid retrieval with a persisted, replayable version-9 receipt.
+
+        ``scopes`` defaults to every configured scope; ``reference_time`` to now. Every argument
+        is validated before any work; ``metadata.receipt_persisted`` says whether the receipt
+        was stored.
+        """
+        request = build_request(
+            owner, query, scopes=scopes, default_scopes=self.settings.scopes, default_scoring=self.settings.scoring,
+            default_packing=self.settings.packing, reference_time=reference_time, limit=limit, min_score=min_score,
+            token_budget=token_budget, time_from=time_from, time_to=time_to, event_time_from=event_time_from,
+            event_time_to=event_time_to, min_fidelity=min_fidelity, scoring=scoring, packing=packing,
+            ranking_multipliers=ranking_multipliers, include_cross_scope=include_cross_scope,
+            retrieval_mode=retrieval_mode,
+        )
+        return self.pipeline.retrieve(request)
+
+    def get_receipt(self, request_id: Any, owner: str) -> RetrievalReceipt | None:
+        """The saved receipt of a retrieval, or None for a missing or foreign request id."""
+        found = get_receipt(self.store, check_owner(owner), parse_uuid(request_id, "request_id"))
+        return None if found is None else found[0]

@@ -17,6 +17,7 @@ from prme_core.storage import Store
 
 ASYNC_METHODS: tuple[str, ...] = (
     "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
+    "retrieve", "get_receipt",
 )
 
 
@@ -34,8 +35,8 @@ class MemoryEngine:
     """Asynchronous access to one PRME store; use ``async with MemoryEngine(...)``."""
 
     def __init__(self, store_url: str | None = None, *, settings: EngineSettings | None = None,
-                 store: Store | None = None) -> None:
-        self.client = MemoryClient(store_url, settings=settings, store=store)
+                 store: Store | None = None, **pipeline_options: Any) -> None:
+        self.client = MemoryClient(store_url, settings=settings, store=store, **pipeline_options)
 
     @property
     def settings(self) -> EngineSettings:

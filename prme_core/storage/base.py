@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from prme_core.errors import StoreUnavailable
 from prme_core.storage.records import AppliedMigration
-from prme_core.storage.schema import MIGRATIONS
+from prme_core.storage.schema import MIGRATIONS, migration_sql
 from prme_core.storage.session import Connection, StoreSession
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
@@ -24,7 +24,7 @@ class Store(Protocol):
 
     @property
     def url(self) -> str: ...
-    def transaction(self) -> AbstractContextManager[StoreSession]: ...
+    def transaction(self, read_only: bool = False) -> AbstractContextManager[StoreSession]: ...
     def applied_migrations(self) -> list[AppliedMigration]: ...
     def close(self) -> None: ...
 
@@ -38,17 +38,21 @@ class SqlStore:
         self._active = threading.local()
         self.migrate()
 
-    def _begin(self) -> AbstractContextManager[Connection]:  # pragma: no cover - abstract
+    def _begin(self, read_only: bool = False) -> AbstractContextManager[Connection]:  # pragma: no cover
         raise NotImplementedError
 
     @contextmanager
-    def transaction(self) -> Iterator[StoreSession]:
-        """One atomic unit of work; everything in it commits together or not at all."""
+    def transaction(self, read_only: bool = False) -> Iterator[StoreSession]:
+        """One atomic unit of work; everything in it commits together or not at all.
+
+        ``read_only=True`` promises no writes; DuckDB then runs the reads as single autocommit
+        statements (each one consistent), which saves two round trips on the retrieval path.
+        """
         current = getattr(self._active, "session", None)
         if current is not None:
             yield current
             return
-        with self._begin() as conn:
+        with self._begin(read_only) as conn:
             session = StoreSession(conn, self.backend)
             self._active.session = session
             try:
@@ -74,7 +78,7 @@ class SqlStore:
                             "this code's; the store was created by another PRME build"
                         )
                     continue
-                tx.conn.execute(migration.sql)
+                tx.conn.execute(migration_sql(migration, self.backend))
                 if self.backend == "postgresql" and migration.postgresql_extra:
                     tx.conn.execute(migration.postgresql_extra)
                 tx.conn.execute(

@@ -16,11 +16,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from prme_core.errors import StoreUnavailable
+from prme_core.errors import DuplicateKey, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.url import StoreURL, duckdb_path
 
-_VALUES_INSERT_MAX_ROWS = 16
+_UNNEST_INSERT_MAX_ROWS = 2000
 
 
 class _DuckConnection:
@@ -28,23 +28,33 @@ class _DuckConnection:
         self.raw = raw
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        result = self.raw.execute(sql, list(params)).fetchall()
+        result = self.fetchall(sql, params)
         return int(result[0][0]) if result and result[0] and isinstance(result[0][0], int) else 0
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self.raw.execute(sql, list(params)).fetchall()
+        try:
+            return self.raw.execute(sql, list(params)).fetchall()
+        except duckdb.ConstraintException as exc:
+            if "duplicate key" in str(exc).lower():
+                raise DuplicateKey(f"duplicate key: {exc}") from exc
+            raise
 
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        return self.raw.execute(sql, list(params)).to_arrow_table()
+        return self.raw.sql(sql, params=list(params)).to_arrow_table()
 
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         if not rows:
             return
-        cols = ", ".join(columns)
-        if len(rows) <= _VALUES_INSERT_MAX_ROWS:
-            one = "(" + ", ".join("?" * len(columns)) + ")"
-            params = [value for row in rows for value in row]
-            self.raw.execute(f"INSERT INTO {table} ({cols}) VALUES {', '.join([one] * len(rows))}", params)
+        if len(rows) == 1:
+            marks = ", ".join("?" * len(columns))
+            self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows[0]))
+            return
+        if len(rows) <= _UNNEST_INSERT_MAX_ROWS:
+            # One statement with one list parameter per column: DuckDB's per-statement cost
+            # dominates small writes, and unnest binds far faster than a VALUES list.
+            lists = [list(column) for column in zip(*rows)]
+            select = ", ".join("unnest(?)" for _ in columns)
+            self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}", lists)
             return
         arrays = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
         self.insert_arrow(table, pa.table(arrays))
@@ -87,10 +97,13 @@ class DuckDBStore(SqlStore):
         return self._url.redacted()
 
     @contextmanager
-    def _begin(self) -> Iterator[_DuckConnection]:
+    def _begin(self, read_only: bool = False) -> Iterator[_DuckConnection]:
         with self._lock:
             if self._raw is None:
                 raise StoreUnavailable("the store is closed; open a new one")
+            if read_only:  # single statements in autocommit: no BEGIN/COMMIT round trips
+                yield self._conn
+                return
             self._raw.execute("BEGIN TRANSACTION")
             try:
                 yield self._conn

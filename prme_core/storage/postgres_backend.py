@@ -17,7 +17,7 @@ import psycopg
 import pyarrow as pa
 from psycopg_pool import ConnectionPool
 
-from prme_core.errors import StoreUnavailable
+from prme_core.errors import DuplicateKey, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.url import StoreURL
 
@@ -33,12 +33,20 @@ def advisory_key(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
+@contextmanager
+def _unique_violations() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.errors.UniqueViolation as exc:
+        raise DuplicateKey(f"duplicate key: {exc}") from exc
+
+
 class _PgConnection:
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self.raw.cursor() as cur:
+        with self.raw.cursor() as cur, _unique_violations():
             if params:
                 cur.execute(_to_pyformat(sql), list(params))
             else:
@@ -46,7 +54,7 @@ class _PgConnection:
             return max(cur.rowcount, 0)
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self.raw.cursor() as cur:
+        with self.raw.cursor() as cur, _unique_violations():
             cur.execute(_to_pyformat(sql), list(params))
             return cur.fetchall()
 
@@ -61,7 +69,7 @@ class _PgConnection:
         if not rows:
             return
         with self.raw.cursor() as cur:
-            with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            with _unique_violations(), cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
 
@@ -101,7 +109,7 @@ class PostgresStore(SqlStore):
         return self._url.redacted()
 
     @contextmanager
-    def _begin(self) -> Iterator[_PgConnection]:
+    def _begin(self, read_only: bool = False) -> Iterator[_PgConnection]:
         if self._pool is None:
             raise StoreUnavailable("the store is closed; open a new one")
         with self._pool.connection() as raw:

@@ -109,5 +109,48 @@ CREATE INDEX operations_by_scope ON operations (owner, op_type, scope_key);
 )
 
 
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        2,
+        "packed columnar projection of receipt candidates",
+        """
+CREATE TABLE receipt_projections (
+    owner TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    receipt_checksum TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    scope_key TEXT NOT NULL,
+    query TEXT NOT NULL,
+    ranking_policy TEXT NOT NULL,
+    fusion TEXT NOT NULL,
+    candidate_count INTEGER NOT NULL,
+    int_columns {blob} NOT NULL,
+    float_columns {blob} NOT NULL,
+    node_ids TEXT NOT NULL,
+    base_node_ids TEXT NOT NULL,
+    adjustments TEXT NOT NULL,
+    PRIMARY KEY (owner, request_id)
+);
+""",
+        """
+CREATE TRIGGER receipt_projections_append_only BEFORE UPDATE OR DELETE ON receipt_projections
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
+-- PostgreSQL answers max() from an index only; DuckDB reads it from column statistics.
+CREATE INDEX memory_node_versions_by_seq ON memory_node_versions (version_seq);
+CREATE INDEX memory_node_versions_by_owner_seq ON memory_node_versions (owner, version_seq);
+CREATE INDEX memory_edges_by_seq ON memory_edges (seq);
+CREATE INDEX memory_edges_by_owner_seq ON memory_edges (owner, seq);
+""",
+    ),
+)
+
+BLOB_TYPES = {"duckdb": "BLOB", "postgresql": "BYTEA"}
+
+
+def migration_sql(migration: Migration, backend: str) -> str:
+    """The migration's DDL for one backend (only the binary column type differs)."""
+    return migration.sql.replace("{blob}", BLOB_TYPES[backend])
+
+
 def latest_version() -> int:
     return MIGRATIONS[-1].version

@@ -212,32 +212,68 @@ class StoreSession:
         )
         return [row_edge(r) for r in rows]
 
-    def memory_revision(self, owner: str) -> tuple[int, int]:
-        """A value that changes whenever the owner's nodes or edges change."""
-        node = self.conn.fetchall(
-            "SELECT count(*), coalesce(max(version_seq), 0) FROM memory_node_versions WHERE owner = ?", [owner]
+    def active_node_table(self, owner: str) -> Any:
+        """The owner's active nodes (tentative or stable) as an Arrow table, in insertion order."""
+        return self.conn.fetch_arrow(
+            "SELECT seq, id, scope, node_type, content, content_hash, session_id, event_us, created_us, "
+            "updated_us, valid_from_us, valid_to_us, salience, confidence, epistemic_type, metadata "
+            "FROM memory_nodes WHERE owner = ? AND lifecycle IN ('tentative', 'stable') ORDER BY seq",
+            [owner],
+        )
+
+    def edge_list(self, owner: str) -> list[tuple[str, str, str, float]]:
+        """(source, target, type, weight) of every edge of the owner, in creation order."""
+        return [tuple(r) for r in self.conn.fetchall(
+            "SELECT source_id, target_id, edge_type, weight FROM memory_edges WHERE owner = ? ORDER BY seq", [owner])]
+
+    def memory_revision(self, owner: str | None = None) -> tuple[int, int]:
+        """(newest node-version seq, newest edge seq) of one owner, or of the whole store.
+
+        Versions and edges are append-only and draw from one sequence, so the pair changes
+        exactly when something was written; the store-wide pair is a cheaper first check.
+        """
+        where, params = ("WHERE owner = ?", [owner, owner]) if owner is not None else ("", [])
+        row = self.conn.fetchall(
+            f"SELECT (SELECT coalesce(max(version_seq), 0) FROM memory_node_versions {where}), "
+            f"(SELECT coalesce(max(seq), 0) FROM memory_edges {where})",
+            params,
         )[0]
-        edge = self.conn.fetchall("SELECT count(*), coalesce(max(seq), 0) FROM memory_edges WHERE owner = ?", [owner])[0]
-        return (int(node[0]) + int(edge[0]), max(int(node[1]), int(edge[1])))
+        return (int(row[0]), int(row[1]))
 
     # --- operations log -----------------------------------------------------------------
 
     def append_operation(self, draft: OperationDraft) -> tuple[StoredOperation, bool]:
         """Append unless the id exists; return the stored row and whether this call wrote it."""
-        before = self._operation_by_id(draft.id)
-        if before is not None:
-            return before, False
         admitted = to_epoch_us(utc_now())
-        written = self.conn.execute(
+        returned = self.conn.fetchall(
             "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq",
             [draft.id, draft.owner, draft.op_type, draft.scope_key, draft.target_id,
              draft.payload.decode("utf-8"), draft.checksum, admitted],
         )
-        stored = self._operation_by_id(draft.id)
-        if stored is None:  # pragma: no cover - the insert above either wrote or found the row
-            raise CorruptRecord(f"operation {draft.id} vanished after insert")
-        return stored, written == 1
+        if returned:
+            return StoredOperation(seq=int(returned[0][0]), id=draft.id, owner=draft.owner, op_type=draft.op_type,
+                                   scope_key=draft.scope_key, target_id=draft.target_id,
+                                   payload=draft.payload.decode("utf-8"), checksum=draft.checksum,
+                                   admitted_at=from_epoch_us(admitted)), True
+        existing = self._operation_by_id(draft.id)
+        if existing is None:  # pragma: no cover - a conflicting row exists by definition
+            raise CorruptRecord(f"operation {draft.id} conflicted but cannot be read back")
+        return existing, False
+
+    def insert_new_operation(self, draft: OperationDraft) -> StoredOperation:
+        """Append an operation whose id is known to be new (no conflict clause: the cheapest
+        insert). A duplicate id raises ``DuplicateKey`` and the transaction must end."""
+        admitted = to_epoch_us(utc_now())
+        seq = self.conn.fetchall(
+            "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            [draft.id, draft.owner, draft.op_type, draft.scope_key, draft.target_id,
+             draft.payload.decode("utf-8"), draft.checksum, admitted],
+        )[0][0]
+        return StoredOperation(seq=int(seq), id=draft.id, owner=draft.owner, op_type=draft.op_type, scope_key=draft.scope_key,
+                               target_id=draft.target_id, payload=draft.payload.decode("utf-8"),
+                               checksum=draft.checksum, admitted_at=from_epoch_us(admitted))
 
     def _operation_by_id(self, op_id: str) -> StoredOperation | None:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])

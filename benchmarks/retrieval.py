@@ -1,0 +1,93 @@
+"""Retrieval benchmark: p50/p95 latency of ``retrieve`` (receipt persistence included) over
+10,000 memories of one owner, and ``replay_ranking`` throughput, on both backends.
+
+Run: ``python -m benchmarks.retrieval [--backends duckdb,postgres] [--memories 10000] [--queries 200]``.
+Targets (issue 3, this 2-core machine): p50 ≤ 15 ms on DuckDB; replay ≥ 5,000 receipts/s for
+50-candidate receipts. The same run also measures retrieval with an active ranking profile
+(issue 6: resolution adds ≤ 1 ms to p50) once profiles exist. Memory text is LoCoMo turns
+(repeated with distinct sessions to reach the size) when the data is present, else synthetic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import warnings
+from datetime import timedelta
+
+from benchmarks.common import bench_store_url, percentile, row, timed
+from prme_core import MemoryClient
+from prme_core.datasets.locomo import default_locomo_path, read_locomo
+
+OWNER = "bench-owner"
+
+
+def corpus_and_queries(memories: int, queries: int, seed: int = 11) -> tuple[list[dict], list[str]]:
+    rng = random.Random(seed)
+    path = default_locomo_path()
+    if path is not None and path.is_file():
+        convs = read_locomo(path)
+        turns = [m for c in convs for m in c.memories()]
+        questions = [q.question for c in convs for q in c.questions]
+    else:
+        words = [f"w{i}" for i in range(3000)]
+        turns, questions = [], []
+        for i in range(2000):
+            turns.append({"content": " ".join(rng.choice(words) for _ in range(18)), "session_id": f"s{i // 20}"})
+        questions = [" ".join(rng.choice(words) for _ in range(7)) for _ in range(500)]
+    items = []
+    for i in range(memories):
+        base = turns[i % len(turns)]
+        data = base.model_dump() if hasattr(base, "model_dump") else dict(base)
+        data.pop("id", None)
+        cycle = i // len(turns)
+        if data.get("session_id"):
+            data["session_id"] = f"{data['session_id']}#{cycle}"
+        if data.get("event_time"):
+            data["event_time"] = data["event_time"] + timedelta(days=400 * cycle)
+        items.append(data)
+    rng.shuffle(questions)
+    return items, questions[:queries]
+
+
+def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None:
+    items, qs = corpus_and_queries(memories, queries)
+    with bench_store_url(backend) as url, MemoryClient(url) as client:
+        for start in range(0, len(items), 5000):
+            client.store_batch(OWNER, items[start:start + 5000])
+        client.retrieve("warm up the corpus cache", owner=OWNER, limit=limit)
+        latencies, receipts = [], []
+        for q in qs:
+            start = time.perf_counter()
+            response = client.retrieve(q, owner=OWNER, limit=limit)
+            latencies.append((time.perf_counter() - start) * 1000.0)
+            assert response.metadata.receipt_persisted
+            receipts.append(response.receipt)
+        sizes = [len(r.candidates) for r in receipts]
+        print(f"{backend}: {memories:,} memories, {len(qs)} queries, limit {limit} "
+              f"(mean {sum(sizes) / len(sizes):.1f} candidates per receipt)")
+        row("retrieve p50 (incl. receipt persistence)", percentile(latencies, 0.5), "ms",
+            "target ≤ 15 ms" if backend == "duckdb" else "")
+        row("retrieve p95", percentile(latencies, 0.95), "ms")
+        full = [r for r in receipts if len(r.candidates) == limit] or receipts
+        rounds = max(1, 5000 // len(full))
+        elapsed = timed(lambda: [r.replay_ranking() for _ in range(rounds) for r in full])
+        row(f"replay_ranking ({len(full[0].candidates)}-candidate receipts)", rounds * len(full) / elapsed,
+            "receipts/s", "target ≥ 5,000")
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="duckdb,postgres")
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--limit", type=int, default=50)
+    args = parser.parse_args()
+    for backend in args.backends.split(","):
+        bench_backend(backend.strip(), args.memories, args.queries, args.limit)
+
+
+if __name__ == "__main__":
+    main()

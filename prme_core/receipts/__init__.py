@@ -1,0 +1,1 @@
+"""Retrieval receipts: versioned models, canonical bytes, persistence and score replay."""

@@ -1,0 +1,412 @@
+"""Retrieval receipt models, schema versions 1–9, and their version-aware canonical form.
+
+A receipt records what one retrieval returned: the exact request, owner, scope filter, clock,
+scoring and packing configuration, candidate identities and content hashes (never text), the
+score provenance that lets ``replay_ranking()`` recompute every score and the order, execution
+parameters and feature identities, and context membership with the context hash.
+
+Versions (RFC-0017). A field introduced by a version is omitted when serializing an older
+receipt, parsing an older receipt fills the historical meaning, and an older receipt that
+claims a later behaviour is rejected:
+
+====  ===========================================================  ==========================
+ v    adds                                                         older versions mean
+====  ===========================================================  ==========================
+ 2    score provenance (per-candidate applied weights, trace,      no replay possible
+      ordered adjustments) and the ranking (sort) policy
+ 3    the execution descriptor (parameters, feature identity)      no descriptor
+ 4    explicit packing.multipath_ordering (density | score)        density
+ 5    balanced ordering                                            (rejected before 5)
+ 6    packing.context_guidance_mode (off | temporal | all)         off
+ 7    packing.context_format (auditable | compact)                 auditable
+ 8    packing.episode_context_top_k/local_k/score_decay and the    0 / 8 / 0.95 (routing off)
+      episode_decay operation
+ 9    scoring.current_update_multiplier, in the configuration and  1.0 (disabled)
+      every applied weight set, and the current_update operation
+====  ===========================================================  ==========================
+
+Compactness: each candidate's trace is a positional array (order ``TRACE_FIELDS``) and each
+candidate names its applied weights by index into ``weight_sets`` (the distinct applied
+ScoringWeights of the request), so a 50-candidate receipt stays small enough to encode,
+hash and store on every retrieval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
+
+from prme_core.canonical import EMPTY_SHA256
+from prme_core.retrieval.config import PackingConfig, ScoringWeights
+from prme_core.retrieval.formula import SortPolicy
+from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
+
+CURRENT_SCHEMA_VERSION = 9
+MIN_SCHEMA_VERSION = 1
+
+TRACE_FIELDS: tuple[str, ...] = (
+    "semantic", "lexical", "graph", "recency", "salience", "confidence",
+    "epistemic_weight", "temporal_affinity", "node_type_boost", "path_score", "base_score",
+)
+
+# Packing fields by the version that introduced them, with the meaning older versions have.
+_PACKING_HISTORY: tuple[tuple[str, int, Any], ...] = (
+    ("multipath_ordering", 4, "density"),
+    ("context_guidance_mode", 6, "off"),
+    ("context_format", 7, "auditable"),
+    ("episode_context_top_k", 8, 0),
+    ("episode_context_local_k", 8, 8),
+    ("episode_context_score_decay", 8, 0.95),
+)
+_SCORING_HISTORY: tuple[tuple[str, int, Any], ...] = (("current_update_multiplier", 9, 1.0),)
+_ADJUSTMENT_SINCE = {"neural_blend": 2, "session_decay": 2, "episode_decay": 8, "current_update": 9}
+
+AdjustmentKind = Literal["neural_blend", "session_decay", "episode_decay", "current_update"]
+Representation = Literal["full", "prose", "reference"]
+RetrievalMode = Literal["hybrid", "lexical", "semantic"]
+
+
+class ScoreTrace(FrozenModel):
+    """The recorded features of the node whose features produced a base score."""
+
+    semantic: float
+    lexical: float
+    graph: float
+    recency: float
+    salience: float
+    confidence: float
+    epistemic_weight: float
+    temporal_affinity: float
+    node_type_boost: float = 1.0
+    path_score: float = 0.0
+    base_score: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_array(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            if len(value) != len(TRACE_FIELDS):
+                raise ValueError(f"a score trace holds {len(TRACE_FIELDS)} numbers in the order {TRACE_FIELDS}")
+            return dict(zip(TRACE_FIELDS, value))
+        return value
+
+    @model_serializer(mode="plain")
+    def _as_array(self) -> list[float]:
+        return [getattr(self, f) for f in TRACE_FIELDS]
+
+    def feature_row(self) -> tuple[float, ...]:
+        return tuple(getattr(self, f) for f in TRACE_FIELDS[:9])
+
+
+class ScoreAdjustment(FrozenModel):
+    """One ordered post-score operation: ``neural_blend`` s = (1−c)·n + c·s; the rest s = s·c."""
+
+    kind: AdjustmentKind
+    coefficient: float
+    neural_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    source_node_id: UUID | None = None
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "ScoreAdjustment":
+        if self.kind == "neural_blend":
+            if self.neural_score is None or not 0.0 <= self.coefficient <= 1.0:
+                raise ValueError("neural_blend needs a neural_score and a coefficient in [0, 1]")
+        elif self.neural_score is not None:
+            raise ValueError(f"{self.kind} has no neural_score")
+        if self.kind == "current_update" and not 1.0 <= self.coefficient <= 2.0:
+            raise ValueError("current_update coefficients lie in [1, 2]")
+        if self.kind in ("session_decay", "episode_decay") and not 0.0 < self.coefficient <= 1.0:
+            raise ValueError(f"{self.kind} coefficients lie in (0, 1]")
+        return self
+
+    def canonical_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class RankFusion(FrozenModel):
+    """Formula-2 inputs: channel ranks (None when off the channel) and pool-relative factors."""
+
+    semantic_rank: int | None = Field(default=None, ge=1)
+    lexical_rank: int | None = Field(default=None, ge=1)
+    epistemic_factor: float = Field(ge=0.0, le=1.0)
+    node_type_factor: float = Field(ge=0.0, le=1.0)
+    temporal_factor: float = Field(ge=0.0, le=1.0)
+
+
+class ScoreProvenance(FrozenModel):
+    """How a candidate's score was produced: formula, source features, weights, operations."""
+
+    formula_version: Literal[1, 2]
+    base_node_id: UUID
+    weights: int = Field(ge=0)
+    trace: ScoreTrace
+    adjustments: tuple[ScoreAdjustment, ...] = ()
+    rank_fusion: RankFusion | None = None
+
+    @model_validator(mode="after")
+    def _formula_fields(self) -> "ScoreProvenance":
+        if (self.formula_version == 2) != (self.rank_fusion is not None):
+            raise ValueError("formula 2 provenance records rank_fusion; formula 1 provenance does not")
+        return self
+
+
+class ReceiptCandidate(FrozenModel):
+    """One returned candidate: identity, content hash, score, provenance, context membership."""
+
+    node_id: UUID
+    scope: str
+    content_sha256: Sha256Hex
+    score: float
+    paths: tuple[str, ...] = ()
+    cross_scope: bool = False
+    provenance: ScoreProvenance | None = None
+    reranker_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    in_context: bool = False
+    context_position: int | None = Field(default=None, ge=0)
+    representation: Representation | None = None
+    has_content: bool = False
+    token_cost: int = Field(default=0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_base_node(cls, data: Any) -> Any:
+        # The canonical form omits provenance.base_node_id when it is the candidate itself.
+        if isinstance(data, dict) and isinstance(data.get("provenance"), dict) and "base_node_id" not in data["provenance"]:
+            data = {**data, "provenance": {**data["provenance"], "base_node_id": data.get("node_id")}}
+        return data
+
+    @model_validator(mode="after")
+    def _membership(self) -> "ReceiptCandidate":
+        if self.in_context != (self.representation is not None) or self.in_context != (self.context_position is not None):
+            raise ValueError(f"candidate {self.node_id}: in_context, representation and context_position disagree")
+        if self.has_content != (self.representation in ("full", "prose")):
+            raise ValueError(f"candidate {self.node_id}: has_content needs an included text representation")
+        if not self.in_context and self.token_cost:
+            raise ValueError(f"candidate {self.node_id}: only included entries cost tokens")
+        return self
+
+
+class RetrievalExecution(FrozenModel):
+    """Execution descriptor (v3+): request parameters and observed feature identity."""
+
+    schema_version: Literal[1] = 1
+    parameters: dict[str, Any]
+    features: dict[str, Any]
+
+
+class RetrievalReceipt(FrozenModel):
+    """An immutable record of one retrieval; see the module docstring for versions."""
+
+    schema_version: int = Field(ge=MIN_SCHEMA_VERSION, le=CURRENT_SCHEMA_VERSION)
+    request_id: UUID
+    owner: Owner
+    query: str
+    reference_time: UtcDatetime
+    scopes: tuple[str, ...] = Field(min_length=1)
+    retrieval_mode: RetrievalMode = "hybrid"
+    result_limit: int = Field(ge=1)
+    min_score: float
+    time_from: UtcDatetime | None = None
+    time_to: UtcDatetime | None = None
+    scoring: ScoringWeights
+    packing: PackingConfig
+    weight_sets: tuple[ScoringWeights, ...] = ()
+    ranking_policy: SortPolicy | None = None
+    candidates: tuple[ReceiptCandidate, ...]
+    context_sha256: Sha256Hex = EMPTY_SHA256
+    context_tokens: int = Field(default=0, ge=0)
+    execution: RetrievalExecution | None = None
+    projection_sha256: Sha256Hex
+    _columns: dict[str, list[Any]] | None = PrivateAttr(default=None)
+
+    # --- version rules on the raw input -------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_rules(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        version = data.get("schema_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            return data
+        data = dict(data)
+        data["packing"] = _apply_history(data.get("packing"), _PACKING_HISTORY, version, "packing")
+        data["scoring"] = _apply_history(data.get("scoring"), _SCORING_HISTORY, version, "scoring")
+        sets = data.get("weight_sets")
+        if isinstance(sets, (list, tuple)):
+            data["weight_sets"] = [
+                _apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]") for i, ws in enumerate(sets)
+            ]
+        return data
+
+    @field_validator("scopes")
+    @classmethod
+    def _normalized_scopes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if tuple(sorted(set(value))) != value:
+            raise ValueError("scopes must be sorted and unique")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> "RetrievalReceipt":
+        v = self.schema_version
+        columns = (info.context or {}).get("prme_columns")
+        if columns is not None:  # build() computed them from these very candidates
+            self._columns = columns
+        ids = [c.node_id for c in self.candidates]
+        if len(set(ids)) != len(ids):
+            raise ValueError("receipt candidate identities must be unique")
+        if len(self.candidates) > self.result_limit:
+            raise ValueError("a receipt cannot hold more candidates than its result limit")
+        if v < 5 and self.packing.multipath_ordering == "balanced":
+            raise ValueError(f"balanced ordering requires a version 5 receipt; this is version {v}")
+        if v < 4 and self.packing.multipath_ordering != "density":
+            raise ValueError(f"version {v} receipts always mean density ordering")
+        if v < 8 and self.packing.episode_context_top_k != 0:
+            raise ValueError(f"episode routing requires a version 8 receipt; this is version {v}")
+        if (v >= 3) != (self.execution is not None):
+            raise ValueError("receipts of version 3 or later carry an execution descriptor; earlier ones do not")
+        if v == 1:
+            if self.weight_sets or self.ranking_policy is not None or any(c.provenance for c in self.candidates):
+                raise ValueError("version 1 receipts carry no score provenance or ranking policy")
+        else:
+            self._check_provenance()
+        positions = sorted(c.context_position for c in self.candidates if c.context_position is not None)
+        if positions != list(range(len(positions))):
+            raise ValueError("context positions must be 0..n-1 over the included candidates")
+        if not positions and self.context_sha256 != EMPTY_SHA256:
+            raise ValueError("an empty context hashes to the SHA-256 of the empty string")
+        from prme_core.receipts.projection import projection_digest
+
+        if projection_digest(self) != self.projection_sha256:
+            raise ValueError("projection_sha256 does not match the receipt's candidates")
+        return self
+
+    def _check_provenance(self) -> None:
+        v = self.schema_version
+        if self.ranking_policy is None or not self.weight_sets:
+            raise ValueError(f"version {v} receipts record score provenance, weight sets and a ranking policy")
+        for c in self.candidates:
+            p = c.provenance
+            if p is None:
+                raise ValueError(f"candidate {c.node_id} lacks score provenance")
+            if p.weights >= len(self.weight_sets):
+                raise ValueError(f"candidate {c.node_id} names weight set {p.weights}, which does not exist")
+            fusion = self.weight_sets[p.weights].fusion
+            if (p.formula_version == 2) != (fusion == "rrf"):
+                raise ValueError(f"candidate {c.node_id}: formula version {p.formula_version} disagrees with fusion={fusion!r}")
+            if p.formula_version == 2 and v < CURRENT_SCHEMA_VERSION:
+                raise ValueError(f"rank fusion provenance requires a version {CURRENT_SCHEMA_VERSION} receipt")
+            for op in p.adjustments:
+                if v < _ADJUSTMENT_SINCE[op.kind]:
+                    raise ValueError(f"a version {v} receipt cannot contain a {op.kind} adjustment")
+        from prme_core.receipts.replay import check_replay
+
+        check_replay(self)
+
+    @classmethod
+    def build(cls, **fields: Any) -> "RetrievalReceipt":
+        """Validate a new receipt, computing its ``projection_sha256`` from its candidates."""
+        from prme_core.receipts.projection import projection_digest
+
+        from prme_core.receipts.projection import candidate_columns
+
+        draft = cls.model_construct(**fields, projection_sha256="0" * 64)
+        digest = projection_digest(draft)
+        return cls.model_validate({**fields, "projection_sha256": digest},
+                                  context={"prme_columns": candidate_columns(draft)})
+
+    # --- canonical form -----------------------------------------------------------------
+
+    def canonical_dict(self) -> dict[str, Any]:
+        v = self.schema_version
+        data = self.model_dump(mode="json", exclude={"candidates", "weight_sets", "execution"})
+        data["packing"] = _drop_newer(data["packing"], _PACKING_HISTORY, v)
+        data["scoring"] = _drop_newer(data["scoring"], _SCORING_HISTORY, v)
+        for key in ("time_from", "time_to"):
+            if data[key] is None:
+                del data[key]
+        data["candidates"] = [_candidate_dict(c) for c in self.candidates]
+        if v >= 2:
+            data["weight_sets"] = [_drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets]
+        else:
+            del data["ranking_policy"]
+        if v >= 3:
+            data["execution"] = self.execution.model_dump(mode="json")  # type: ignore[union-attr]
+        return data
+
+    # --- replay -------------------------------------------------------------------------
+
+    def replay_ranking(self) -> "ReplayResult":
+        """Recompute scores and order from the receipt alone (no model, graph or clock)."""
+        from prme_core.receipts.replay import replay
+
+        return replay(self)
+
+    def validate(self) -> None:  # type: ignore[override]
+        """Raise ``ReplayMismatch`` unless replay reproduces every score and the order."""
+        from prme_core.receipts.replay import check_replay
+
+        check_replay(self)
+
+    def candidate(self, node_id: UUID) -> ReceiptCandidate | None:
+        return next((c for c in self.candidates if c.node_id == node_id), None)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Replayed scores and candidate order (a plain value, cheap to build in bulk)."""
+
+    scores: tuple[float, ...]
+    order: tuple[UUID, ...]
+
+
+def _candidate_dict(c: ReceiptCandidate) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "node_id": str(c.node_id), "scope": c.scope, "content_sha256": c.content_sha256, "score": c.score,
+        "paths": list(c.paths), "in_context": c.in_context, "has_content": c.has_content, "token_cost": c.token_cost,
+    }
+    if c.cross_scope:
+        data["cross_scope"] = True
+    if c.reranker_score is not None:
+        data["reranker_score"] = c.reranker_score
+    if c.in_context:
+        data["context_position"] = c.context_position
+        data["representation"] = c.representation
+    if c.provenance is not None:
+        p = c.provenance
+        prov: dict[str, Any] = {"formula_version": p.formula_version, "weights": p.weights, "trace": p.trace.model_dump()}
+        if p.base_node_id != c.node_id:
+            prov["base_node_id"] = str(p.base_node_id)
+        if p.adjustments:
+            prov["adjustments"] = [a.canonical_dict() for a in p.adjustments]
+        if p.rank_fusion is not None:
+            prov["rank_fusion"] = p.rank_fusion.model_dump(mode="json", exclude_none=True)
+        data["provenance"] = prov
+    return data
+
+
+def _apply_history(value: Any, history: tuple[tuple[str, int, Any], ...], version: int, where: str) -> Any:
+    """Check a versioned sub-object: later fields absent in old versions, present in new ones."""
+    if isinstance(value, ScoringWeights | PackingConfig):
+        value = value.model_dump()
+    if not isinstance(value, dict):
+        return value
+    value = dict(value)
+    for name, since, historical in history:
+        if version < since:
+            if name in value:
+                raise ValueError(f"{where}.{name} was introduced in receipt version {since}; a version {version} receipt cannot record it")
+            value[name] = historical
+        elif name not in value:
+            raise ValueError(f"a version {version} receipt must record {where}.{name} explicitly")
+    return value
+
+
+def _drop_newer(data: dict[str, Any], history: tuple[tuple[str, int, Any], ...], version: int) -> dict[str, Any]:
+    for name, since, _ in history:
+        if version < since:
+            data.pop(name, None)
+    return data

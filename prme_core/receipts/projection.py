@@ -1,0 +1,141 @@
+"""The columnar projection of a receipt's candidates, and the digest that binds it.
+
+Learning reads numbers from ``receipt_projections`` instead of parsing receipt JSON: one row per
+receipt whose candidate columns are packed little-endian arrays (a 50-candidate projection is
+one insert, where 50 rows of 38 bound values cost DuckDB several milliseconds). To keep that
+fast path fail-closed, every receipt carries ``projection_sha256``: a digest of exactly the
+packed bytes. The receipt's checksum covers it, and the snapshot recomputes it from the row it
+read, so an edited projection is detected without parsing the receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from prme_core.canonical import canonical_json
+from prme_core.receipts.model import TRACE_FIELDS
+
+if TYPE_CHECKING:
+    from prme_core.receipts.model import RetrievalReceipt
+
+WEIGHT_COLUMNS = ("w_semantic", "w_lexical", "w_graph", "w_recency", "w_salience", "w_confidence",
+                  "w_temporal_boost", "w_relevance_floor")
+FEATURE_COLUMNS = tuple(f"f_{name}" for name in TRACE_FIELDS)
+FLOAT_COLUMNS = ("score", *FEATURE_COLUMNS, *WEIGHT_COLUMNS, "reranker_score")
+INT_COLUMNS = ("rank", "formula_version", "in_context", "has_content", "context_position", "token_cost")
+TEXT_COLUMNS = ("node_id", "base_node_id", "adjustments")
+CANDIDATE_COLUMNS = (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)
+
+
+def scope_key(scopes: Sequence[str]) -> str:
+    """The exact normalized scope set as one string: sorted, unique, joined by '+'."""
+    return "+".join(sorted(set(scopes)))
+
+
+def receipt_header(receipt: "RetrievalReceipt") -> dict[str, Any]:
+    return {
+        "schema_version": receipt.schema_version, "request_id": str(receipt.request_id), "owner": receipt.owner,
+        "scope_key": scope_key(receipt.scopes), "query": receipt.query,
+        "ranking_policy": receipt.ranking_policy or "", "fusion": receipt.scoring.fusion,
+        "candidate_count": len(receipt.candidates),
+    }
+
+
+def candidate_columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
+    """Column lists of the projection, one entry per candidate in recorded order (computed once
+    per receipt object: receipts are immutable)."""
+    cached = receipt._columns
+    if cached is None:
+        cached = receipt._columns = _columns(receipt)
+    return cached
+
+
+def _columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
+    cols: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
+    nan = float("nan")
+    for rank, c in enumerate(receipt.candidates):
+        p = c.provenance
+        cols["node_id"].append(str(c.node_id))
+        cols["rank"].append(rank)
+        cols["score"].append(c.score)
+        cols["in_context"].append(int(c.in_context))
+        cols["has_content"].append(int(c.has_content))
+        cols["context_position"].append(-1 if c.context_position is None else c.context_position)
+        cols["token_cost"].append(c.token_cost)
+        cols["reranker_score"].append(nan if c.reranker_score is None else c.reranker_score)
+        if p is None:
+            cols["base_node_id"].append("")
+            cols["formula_version"].append(0)
+            cols["adjustments"].append("")
+            for name in (*FEATURE_COLUMNS, *WEIGHT_COLUMNS):
+                cols[name].append(nan)
+            continue
+        weights = receipt.weight_sets[p.weights]
+        cols["base_node_id"].append(str(p.base_node_id))
+        cols["formula_version"].append(p.formula_version)
+        cols["adjustments"].append(canonical_json([a.canonical_dict() for a in p.adjustments]).decode())
+        for name, value in zip(FEATURE_COLUMNS, p.trace.model_dump()):
+            cols[name].append(value)
+        for name, value in zip(WEIGHT_COLUMNS, (*weights.vector(), weights.temporal_boost, weights.relevance_floor)):
+            cols[name].append(value)
+    return cols
+
+
+@dataclass(frozen=True)
+class PackedProjection:
+    """A receipt's candidate columns packed for storage: one row per receipt.
+
+    ``int_columns`` holds the ``INT_COLUMNS`` as little-endian int64 arrays, column after
+    column; ``float_columns`` the ``FLOAT_COLUMNS`` as float64 arrays (absent values are NaN);
+    the text columns are joined by U+001F. These bytes are exactly what the digest hashes.
+    """
+
+    header: dict[str, Any]
+    int_columns: bytes
+    float_columns: bytes
+    node_ids: str
+    base_node_ids: str
+    adjustments: str
+
+    def digest(self) -> str:
+        h = hashlib.sha256(canonical_json(self.header))
+        h.update(self.int_columns)
+        h.update(self.float_columns)
+        for text in (self.node_ids, self.base_node_ids, self.adjustments):
+            h.update(text.encode("utf-8"))
+            h.update(b"\x1e")
+        return h.hexdigest()
+
+    def arrays(self) -> dict[str, Any]:
+        """Column name → numpy array (or list of strings for the text columns)."""
+        n = int(self.header["candidate_count"])
+        ints = np.frombuffer(self.int_columns, dtype="<i8").reshape(len(INT_COLUMNS), n)
+        floats = np.frombuffer(self.float_columns, dtype="<f8").reshape(len(FLOAT_COLUMNS), n)
+        out: dict[str, Any] = {name: ints[i] for i, name in enumerate(INT_COLUMNS)}
+        out.update({name: floats[i] for i, name in enumerate(FLOAT_COLUMNS)})
+        texts = {"node_id": self.node_ids, "base_node_id": self.base_node_ids, "adjustments": self.adjustments}
+        for name, text in texts.items():
+            out[name] = text.split("\x1f") if n else []
+        return out
+
+
+def pack_columns(header: Mapping[str, Any], columns: Mapping[str, Sequence[Any]]) -> PackedProjection:
+    n = int(header["candidate_count"])
+    ints = np.asarray([columns[c] for c in INT_COLUMNS], dtype="<i8").reshape(len(INT_COLUMNS), n)
+    floats = np.array([columns[c] for c in FLOAT_COLUMNS], dtype="<f8").reshape(len(FLOAT_COLUMNS), n)
+    floats[np.isnan(floats)] = np.nan  # one NaN bit pattern
+    return PackedProjection(dict(header), ints.tobytes(), floats.tobytes(), "\x1f".join(columns["node_id"]),
+                            "\x1f".join(columns["base_node_id"]), "\x1f".join(columns["adjustments"]))
+
+
+def packed_projection(receipt: "RetrievalReceipt") -> PackedProjection:
+    return pack_columns(receipt_header(receipt), candidate_columns(receipt))
+
+
+def projection_digest(receipt: "RetrievalReceipt") -> str:
+    return packed_projection(receipt).digest()

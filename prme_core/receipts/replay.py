@@ -1,0 +1,115 @@
+"""Score replay: recompute every score and the order from a receipt alone.
+
+No model, graph, clock or classifier is consulted: the recorded trace features, applied weight
+sets and ordered operations are enough, under the recorded formula version and sort policy.
+Replay describes only returned candidates; candidate generation, filtering and packing of
+unseen candidates cannot be recovered from a receipt.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from prme_core.errors import IntegrityError, UnsupportedOperation
+from prme_core.receipts.model import TRACE_FIELDS
+from prme_core.retrieval.formula import apply_adjustments, rank_fused_scores, sort_key, weighted_base_scores
+
+if TYPE_CHECKING:
+    from prme_core.receipts.model import ReplayResult, RetrievalReceipt
+
+
+class ReplayMismatch(IntegrityError, ValueError):
+    """A receipt's provenance does not reproduce its recorded scores or order."""
+
+
+class ReplayUnavailable(UnsupportedOperation):
+    """The receipt predates score provenance (version 1) and cannot be replayed."""
+
+
+_FEATURES = attrgetter(*TRACE_FIELDS[:9])
+
+
+def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
+    """Replayed base scores (before recorded operations), one per candidate."""
+    provs = [c.provenance for c in receipt.candidates]
+    n = len(provs)
+    out = np.zeros(n, dtype=np.float64)
+    if n == 0:
+        return out
+    sets = receipt.weight_sets
+    set_weights = np.array([w.vector() for w in sets], dtype=np.float64)
+    set_scalars = np.array([(w.temporal_boost, w.relevance_floor) for w in sets], dtype=np.float64)
+    w1 = [i for i, p in enumerate(provs) if p.formula_version == 1]  # type: ignore[union-attr]
+    if w1:
+        chosen = provs if len(w1) == n else [provs[i] for i in w1]
+        feats = np.array([_FEATURES(p.trace) for p in chosen], dtype=np.float64)  # type: ignore[union-attr]
+        idx = np.array([p.weights for p in chosen], dtype=np.int64)  # type: ignore[union-attr]
+        scores = weighted_base_scores(feats, set_weights[idx], set_scalars[idx])
+        if len(w1) == n:
+            return scores
+        out[w1] = scores
+    w2 = [i for i, p in enumerate(provs) if p.formula_version == 2]  # type: ignore[union-attr]
+    if w2:
+        rf = [provs[i].rank_fusion for i in w2]  # type: ignore[union-attr]
+        out[w2] = rank_fused_scores(
+            np.array([r.semantic_rank or 0 for r in rf], dtype=np.float64),
+            np.array([r.lexical_rank or 0 for r in rf], dtype=np.float64),
+            np.array([(r.epistemic_factor, r.node_type_factor, r.temporal_factor) for r in rf], dtype=np.float64),
+            np.array([sets[provs[i].weights].rrf_k for i in w2], dtype=np.float64),  # type: ignore[union-attr]
+        )
+    return out
+
+
+def _require_provenance(receipt: "RetrievalReceipt") -> None:
+    if receipt.schema_version < 2:
+        raise ReplayUnavailable(
+            "version 1 receipts lack replayable score provenance; they remain usable for feedback, "
+            "but not for replay or fitting"
+        )
+
+
+def final_scores(receipt: "RetrievalReceipt", base: np.ndarray) -> list[float]:
+    """Base scores with each candidate's recorded operations applied in order."""
+    return [apply_adjustments(b, c.provenance.adjustments) if c.provenance.adjustments else b  # type: ignore[union-attr]
+            for b, c in zip(base.tolist(), receipt.candidates)]
+
+
+def replay_scores(receipt: "RetrievalReceipt") -> list[float]:
+    _require_provenance(receipt)
+    return final_scores(receipt, base_scores(receipt))
+
+
+def replay_order(receipt: "RetrievalReceipt", scores: list[float]) -> list[int]:
+    """Candidate indices in the order the recorded sort policy gives for ``scores``."""
+    policy = receipt.ranking_policy or "score_path_id"
+    keys = [
+        sort_key(policy, s, c.provenance.trace.path_score if c.provenance else 0.0, str(c.node_id), c.reranker_score is not None)
+        for s, c in zip(scores, receipt.candidates)
+    ]
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def replay(receipt: "RetrievalReceipt") -> "ReplayResult":
+    from prme_core.receipts.model import ReplayResult
+
+    scores = replay_scores(receipt)
+    order = replay_order(receipt, scores)
+    return ReplayResult(scores=tuple(scores[i] for i in order), order=tuple(receipt.candidates[i].node_id for i in order))
+
+
+def check_replay(receipt: "RetrievalReceipt") -> None:
+    """Raise ``ReplayMismatch`` unless base scores, final scores and order all reproduce exactly."""
+    _require_provenance(receipt)
+    base = base_scores(receipt)
+    for b, c in zip(base.tolist(), receipt.candidates):
+        if b != c.provenance.trace.base_score:  # type: ignore[union-attr]
+            raise ReplayMismatch(f"candidate {c.node_id}: replayed base score {b!r} != recorded {c.provenance.trace.base_score!r}")  # type: ignore[union-attr]
+    scores = final_scores(receipt, base)
+    for s, c in zip(scores, receipt.candidates):
+        if s != c.score:
+            raise ReplayMismatch(f"score provenance does not reproduce the returned score of {c.node_id}: {s!r} != {c.score!r}")
+    if replay_order(receipt, scores) != list(range(len(scores))):
+        raise ReplayMismatch("score provenance does not reproduce the returned ranking order")

@@ -1,0 +1,90 @@
+"""Persisting and reading receipts: one append-only operation plus its projection, atomically.
+
+The operation's payload is the receipt's canonical bytes and its checksum is the receipt
+checksum that feedback records bind to. In the same transaction the receipt's index row and
+candidate projection rows are written for fast, digest-verified learning reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from pydantic import ValidationError
+
+from prme_core.canonical import canonical_json, sha256_hex
+from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict
+from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.projection import packed_projection, scope_key
+from prme_core.storage.base import Store
+from prme_core.storage.records import OperationDraft, StoredOperation
+from prme_core.storage.session import StoreSession
+
+OP_RECEIPT = "retrieval_receipt"
+HEADER_COLUMNS = ("schema_version", "scope_key", "query", "ranking_policy", "fusion", "candidate_count")
+PROJECTION_COLUMNS = ("owner", "request_id", "receipt_checksum", *HEADER_COLUMNS, "int_columns", "float_columns",
+                      "node_ids", "base_node_ids", "adjustments")
+
+
+def receipt_operation_id(owner: str, request_id: UUID) -> str:
+    return str(uuid5(NAMESPACE_URL, canonical_json(["prme:receipt:v1", owner, str(request_id)]).decode()))
+
+
+def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
+    return canonical_json(receipt.canonical_dict())
+
+
+def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | None = None) -> StoredOperation:
+    """Append the receipt and its candidate projection inside an open transaction.
+
+    Request ids are fresh server UUIDs, so the receipt is inserted without a conflict clause
+    (which costs DuckDB more than the insert); a reused id fails the transaction instead.
+    """
+    payload = payload if payload is not None else receipt_bytes(receipt)
+    draft = OperationDraft(id=receipt_operation_id(receipt.owner, receipt.request_id), owner=receipt.owner,
+                           op_type=OP_RECEIPT, payload=payload, scope_key=scope_key(receipt.scopes),
+                           target_id=str(receipt.request_id))
+    try:
+        stored = tx.insert_new_operation(draft)
+    except DuplicateKey:
+        raise IdempotencyConflict(f"request id {receipt.request_id} already has a stored receipt") from None
+    packed = packed_projection(receipt)
+    tx.conn.bulk_insert("receipt_projections", PROJECTION_COLUMNS, [(
+        receipt.owner, str(receipt.request_id), stored.checksum, *(packed.header[c] for c in HEADER_COLUMNS),
+        packed.int_columns, packed.float_columns, packed.node_ids, packed.base_node_ids, packed.adjustments,
+    )])
+    return stored
+
+
+def persist_receipt(store: Store, receipt: RetrievalReceipt) -> StoredOperation:
+    with store.transaction() as tx:
+        return write_receipt(tx, receipt)
+
+
+def parse_receipt(op: StoredOperation, owner: str) -> RetrievalReceipt:
+    """Parse a verified receipt operation; identity and re-serialized checksum must match."""
+    try:
+        receipt = RetrievalReceipt.model_validate_json(op.payload)
+    except ValidationError as exc:
+        raise CorruptRecord(f"stored receipt {op.target_id} no longer validates: {exc.errors()[0]['msg']}") from exc
+    if receipt.owner != owner or str(receipt.request_id) != op.target_id:
+        raise CorruptRecord(f"stored receipt {op.target_id}: owner or request identity mismatch")
+    if sha256_hex(receipt_bytes(receipt)) != op.checksum:
+        raise CorruptRecord(f"stored receipt {op.target_id}: canonical bytes do not reproduce its checksum")
+    return receipt
+
+
+def get_receipt(store: Store, owner: str, request_id: UUID) -> tuple[RetrievalReceipt, str] | None:
+    """(receipt, checksum) for the owner's request id, or None when missing or foreign."""
+    with store.transaction() as tx:
+        op = tx.find_operation(owner, OP_RECEIPT, str(request_id))
+    if op is None:
+        return None
+    return parse_receipt(op, owner), op.checksum
+
+
+def get_receipts(store: Store, owner: str, request_ids: Sequence[UUID]) -> dict[UUID, tuple[RetrievalReceipt, str]]:
+    """Receipts by request id (batched reads); missing ids are simply absent from the result."""
+    with store.transaction() as tx:
+        ops = tx.find_operations(owner, OP_RECEIPT, [str(r) for r in request_ids])
+    return {UUID(k): (parse_receipt(op, owner), op.checksum) for k, op in ops.items()}

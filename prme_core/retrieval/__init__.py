@@ -1,0 +1,1 @@
+"""Hybrid retrieval: candidate generation, scoring, packing and rendering."""

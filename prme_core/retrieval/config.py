@@ -1,0 +1,81 @@
+"""Scoring and packing configuration (frozen, validated, recorded in every receipt)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from prme_core.types import FrozenModel
+
+WEIGHT_FIELDS: tuple[str, ...] = ("semantic", "lexical", "graph", "recency", "salience", "confidence")
+WEIGHT_SUM_TOLERANCE = 1e-6
+
+DEFAULT_NODE_TYPE_BOOSTS: dict[str, float] = {
+    "fact": 1.15, "preference": 1.15, "decision": 1.15, "instruction": 1.15, "summary": 1.10,
+}
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class ScoringWeights(FrozenModel):
+    """The six additive weights (summing to 1) and the rest of the scoring formula.
+
+    ``fusion="weighted"`` is formula 1 (weighted sum, the default); ``"rrf"`` is formula 2
+    (rank fusion of the semantic and lexical channels, RFC-0005 §7.2), which ignores the six
+    additive weights and cannot take ranking multipliers.
+    """
+
+    semantic: Unit = 0.25
+    lexical: Unit = 0.20
+    graph: Unit = 0.20
+    recency: Unit = 0.10
+    salience: Unit = 0.10
+    confidence: Unit = 0.15
+    recency_lambda: Annotated[float, Field(gt=0.0, le=10.0)] = 0.02
+    temporal_boost: Annotated[float, Field(ge=0.0, le=1.0)] = 0.15
+    relevance_floor: Unit = 0.35
+    current_update_multiplier: Annotated[float, Field(ge=1.0, le=2.0)] = 1.30
+    node_type_boosts: dict[str, Annotated[float, Field(gt=0.0, le=4.0)]] = Field(
+        default_factory=lambda: dict(DEFAULT_NODE_TYPE_BOOSTS))
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    rrf_k: Annotated[int, Field(ge=1, le=10_000)] = 60
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> "ScoringWeights":
+        total = math.fsum(getattr(self, f) for f in WEIGHT_FIELDS)
+        if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
+            values = ", ".join(f"{f}={getattr(self, f)!r}" for f in WEIGHT_FIELDS)
+            raise ValueError(f"the six additive weights must sum to 1 (±1e-6); got {total!r} from {values}")
+        return self
+
+    def vector(self) -> tuple[float, ...]:
+        return tuple(getattr(self, f) for f in WEIGHT_FIELDS)
+
+    def boost(self, node_type: str) -> float:
+        return self.node_type_boosts.get(node_type, 1.0)
+
+
+Ordering = Literal["density", "score", "balanced"]
+GuidanceMode = Literal["off", "temporal", "all"]
+ContextFormat = Literal["auditable", "compact"]
+Fidelity = Literal["full", "prose", "reference"]
+FIDELITY_ORDER: tuple[str, ...] = ("full", "prose", "reference")
+MAX_TOKEN_BUDGET = 131_072
+
+
+class PackingConfig(FrozenModel):
+    """How returned candidates become the rendered context bundle."""
+
+    token_budget: Annotated[int, Field(ge=16, le=MAX_TOKEN_BUDGET)] = 2048
+    min_fidelity: Fidelity = "prose"
+    multipath_ordering: Ordering = "balanced"
+    context_guidance_mode: GuidanceMode = "off"
+    context_format: ContextFormat = "auditable"
+    session_context_top_k: Annotated[int, Field(ge=0, le=200)] = 20
+    session_context_window: Annotated[int, Field(ge=1, le=20)] = 3
+    session_context_score_decay: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.85
+    episode_context_top_k: Annotated[int, Field(ge=0, le=50)] = 0
+    episode_context_local_k: Annotated[int, Field(ge=1, le=64)] = 8
+    episode_context_score_decay: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95

@@ -1,0 +1,223 @@
+"""The per-owner retrieval corpus: active nodes as arrays, a BM25 index, embeddings, sessions.
+
+Building a corpus costs one read of the owner's active nodes plus index construction; it is
+cached per owner and rebuilt only when the owner's memory revision changes (one cheap query per
+retrieval checks it), so retrieval reads no node rows on the hot path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import bm25s
+import numpy as np
+from scipy import sparse
+
+from prme_core.canonical import parse_json
+from prme_core.retrieval.embedding import EmbeddingProvider, cosine_scores, row_norms
+from prme_core.retrieval.query_analysis import has_date, has_update_language
+from prme_core.retrieval.text import lexical_tokens
+from prme_core.storage.base import Store
+
+BM25_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
+EPISTEMIC_WEIGHTS = {
+    "observed": 1.0, "asserted": 0.9, "inferred": 0.7, "hypothetical": 0.3, "conditional": 0.5,
+    "deprecated": 0.1, "unverified": 0.5,
+}
+_CONDITION_STATES = {"true": "asserted", "unknown": "hypothetical", "false": "deprecated", "expired": "deprecated"}
+MAX_CACHED_OWNERS = 32
+
+
+def epistemic_weight(epistemic_type: str, metadata: dict[str, Any] | None) -> float:
+    """The multiplicative epistemic factor; a conditional node is read by its condition state."""
+    if epistemic_type == "conditional":
+        state = str((metadata or {}).get("condition_state", "unknown")).lower()
+        epistemic_type = _CONDITION_STATES.get(state, "hypothetical")
+    return EPISTEMIC_WEIGHTS.get(epistemic_type, 0.7)
+
+
+class _LexicalIndex:
+    """BM25 (bm25s, Lucene variant) over the corpus; empty corpora score nothing."""
+
+    def __init__(self, tokens: list[list[str]]) -> None:
+        self.size = len(tokens)
+        self.vocabulary: set[str] = {t for doc in tokens for t in doc}
+        self._index = None
+        if self.size and self.vocabulary:
+            self._index = bm25s.BM25(**BM25_PARAMS)
+            self._index.index(tokens, show_progress=False)
+
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        known = [t for t in query_tokens if t in self.vocabulary]
+        if self._index is None or not known:
+            return np.zeros(self.size, dtype=np.float64)
+        return self._index.get_scores(known).astype(np.float64)
+
+
+class _VectorIndex:
+    """Cosine similarity of a query with every document embedding.
+
+    Hashed embeddings hold a few small integers per row, so they are kept as a CSR matrix: the
+    product reads a fifth of the bytes of a dense one and integer sums stay exact (hence
+    deterministic). Real-valued embeddings stay dense and use ``cosine_scores``.
+    """
+
+    def __init__(self, matrix: np.ndarray) -> None:
+        self.matrix = matrix
+        self.norms = row_norms(matrix)
+        integral = matrix.size == 0 or bool(np.all(matrix == np.round(matrix)))
+        exact = integral and (not self.norms.size or float(self.norms.max()) ** 2 < 2.0 ** 24)
+        self.sparse = sparse.csr_matrix(matrix) if exact and matrix.size else None
+
+    def cosine(self, query: np.ndarray) -> np.ndarray:
+        q = np.asarray(query, dtype=np.float32)
+        qnorm = float(np.sqrt(np.sum(q.astype(np.float64) ** 2)))
+        if self.sparse is None or qnorm ** 2 >= 2.0 ** 24:
+            return cosine_scores(self.matrix, self.norms, q, qnorm)
+        dots = (self.sparse @ q).astype(np.float64)
+        denominator = self.norms * qnorm
+        out = np.zeros(dots.shape[0], dtype=np.float64)
+        np.divide(dots, denominator, out=out, where=denominator > 0.0)
+        return np.clip(out, -1.0, 1.0)
+
+
+@dataclass
+class Corpus:
+    """Arrays over one owner's active nodes, row i describing node ``ids[i]``."""
+
+    owner: str
+    revision: tuple[int, int]
+    ids: list[str]
+    uuids: list[UUID]
+    scope: np.ndarray
+    node_type: list[str]
+    content: list[str]
+    content_hash: list[str]
+    session_id: list[str | None]
+    event_us: np.ndarray
+    created_us: np.ndarray
+    updated_us: np.ndarray
+    valid_from_us: np.ndarray
+    valid_to_us: np.ndarray
+    salience: np.ndarray
+    confidence: np.ndarray
+    epistemic_type: list[str]
+    epistemic: np.ndarray
+    dated: np.ndarray
+    updating: np.ndarray
+    lexical: _LexicalIndex
+    vectors: _VectorIndex
+    sessions: dict[tuple[str, str], list[int]]
+    session_position: np.ndarray
+    neighbours: dict[int, list[tuple[int, float]]]
+    index_of: dict[str, int] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # lazily built indexes (episodes)
+    store_revision: tuple[int, int] = (0, 0)  # the store-wide revision last seen unchanged
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    def scope_mask(self, scopes: tuple[str, ...]) -> np.ndarray:
+        """Rows whose scope is in ``scopes`` (cached per scope set; treat as read-only)."""
+        key = ("scope_mask", scopes)
+        mask = self.extras.get(key)
+        if mask is None:
+            mask = self.extras[key] = np.isin(self.scope, list(scopes)) if self.size else np.zeros(0, dtype=bool)
+        return mask
+
+    def memory_us(self) -> np.ndarray:
+        """Each node's memory time: event time, else updated time, else created time."""
+        return np.where(np.isnan(self.event_us), self.updated_us, self.event_us)
+
+    def stated_us(self) -> np.ndarray:
+        """Each node's stated time: event time, else created time."""
+        return np.where(np.isnan(self.event_us), self.created_us, self.event_us)
+
+
+def _float_column(table: Any, name: str) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in table.column(name).to_pylist()], dtype=np.float64)
+
+
+def build_corpus(owner: str, revision: tuple[int, int], table: Any, edges: list[tuple[str, str, str, float]],
+                 embedder: EmbeddingProvider) -> Corpus:
+    ids = [str(v) for v in table.column("id").to_pylist()]
+    content = table.column("content").to_pylist()
+    scope = np.array(table.column("scope").to_pylist(), dtype=object)
+    session = table.column("session_id").to_pylist()
+    epistemic_type = table.column("epistemic_type").to_pylist()
+    metadata_raw = table.column("metadata").to_pylist()
+    epistemic = np.array([
+        epistemic_weight(e, parse_json(m) if e == "conditional" else None) for e, m in zip(epistemic_type, metadata_raw)
+    ], dtype=np.float64)
+    tokens = [lexical_tokens(text) for text in content]
+    matrix = embedder.embed_documents(content) if content else np.zeros((0, embedder.dimension), dtype=np.float32)
+    sessions: dict[tuple[str, str], list[int]] = {}
+    position = np.full(len(ids), -1, dtype=np.int64)
+    for i, sid in enumerate(session):
+        if sid is not None:
+            members = sessions.setdefault((str(scope[i]), sid), [])
+            position[i] = len(members)
+            members.append(i)
+    index_of = {node_id: i for i, node_id in enumerate(ids)}
+    neighbours: dict[int, list[tuple[int, float]]] = {}
+    for source, target, _type, weight in edges:
+        a, b = index_of.get(str(source)), index_of.get(str(target))
+        if a is None or b is None:
+            continue  # an edge to an inactive node does not carry proximity
+        neighbours.setdefault(a, []).append((b, float(weight)))
+        neighbours.setdefault(b, []).append((a, float(weight)))
+    return Corpus(
+        owner=owner, revision=revision, ids=ids, uuids=[UUID(i) for i in ids], scope=scope,
+        node_type=table.column("node_type").to_pylist(), content=content,
+        content_hash=table.column("content_hash").to_pylist(), session_id=session,
+        event_us=_float_column(table, "event_us"), created_us=_float_column(table, "created_us"),
+        updated_us=_float_column(table, "updated_us"), valid_from_us=_float_column(table, "valid_from_us"),
+        valid_to_us=_float_column(table, "valid_to_us"),
+        salience=np.array(table.column("salience").to_pylist(), dtype=np.float64),
+        confidence=np.array(table.column("confidence").to_pylist(), dtype=np.float64),
+        epistemic_type=epistemic_type, epistemic=epistemic,
+        dated=np.array([has_date(t) for t in content], dtype=bool),
+        updating=np.array([has_update_language(t) for t in content], dtype=bool),
+        lexical=_LexicalIndex(tokens), vectors=_VectorIndex(matrix),
+        sessions=sessions, session_position=position, neighbours=neighbours, index_of=index_of,
+    )
+
+
+class CorpusCache:
+    """Owner → corpus, rebuilt when the owner's memory revision changes (LRU of 32 owners)."""
+
+    def __init__(self, store: Store, embedder: EmbeddingProvider, capacity: int = MAX_CACHED_OWNERS) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.capacity = capacity
+        self._cache: OrderedDict[str, Corpus] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, owner: str) -> Corpus:
+        with self.store.transaction(read_only=True) as tx:
+            store_revision = tx.memory_revision()
+            with self._lock:
+                cached = self._cache.get(owner)
+                if cached is not None:
+                    self._cache.move_to_end(owner)
+            if cached is not None and cached.store_revision == store_revision:
+                return cached
+            revision = tx.memory_revision(owner)
+            if cached is not None and cached.revision == revision:
+                cached.store_revision = store_revision
+                return cached
+            table = tx.active_node_table(owner)
+            edges = tx.edge_list(owner)
+        corpus = build_corpus(owner, revision, table, edges, self.embedder)
+        corpus.store_revision = store_revision
+        with self._lock:
+            self._cache[owner] = corpus
+            self._cache.move_to_end(owner)
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+        return corpus

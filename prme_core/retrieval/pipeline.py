@@ -1,0 +1,543 @@
+"""The retrieval pipeline: validate, generate, score, expand, select, pack, record a receipt.
+
+Order of work for one request (every step deterministic):
+
+1. validate every argument (``RetrievalRequest``) before any work;
+2. resolve request-local multipliers (explicit ones win; otherwise the scoped profile pointer);
+3. generate candidates (BM25, embeddings, graph) over the owner's eligible nodes;
+4. compute features, apply query-specific recency redistribution, then the multipliers, and
+   score with formula 1 (weighted sum) or formula 2 (rank fusion);
+5. post-score operations: current-update, optional reranker blend, episode routing, session
+   inheritance — each recorded, so ``replay_ranking()`` reproduces scores and order;
+6. apply ``min_score`` and the limit, pack the context within the token budget;
+7. record the version-9 receipt (append-only operation + projection, one transaction); if that
+   fails the retrieval still returns with ``metadata.receipt_persisted = False``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID, uuid4
+
+import bm25s
+import numpy as np
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from prme_core.errors import InvalidInput, UnsupportedOperation
+from prme_core.memory.models import ScopeName
+from prme_core.receipts.model import (
+    RankFusion,
+    ReceiptCandidate,
+    RetrievalExecution,
+    RetrievalReceipt,
+    ScoreAdjustment,
+    ScoreProvenance,
+    ScoreTrace,
+)
+from prme_core.receipts.store import persist_receipt
+from prme_core.retrieval import candidates as generation
+from prme_core.retrieval.config import Fidelity, PackingConfig, ScoringWeights
+from prme_core.retrieval.corpus import BM25_PARAMS, Corpus, CorpusCache
+from prme_core.retrieval.embedding import EmbeddingProvider
+from prme_core.retrieval.execution import execution_features, feature_identity_sha256
+from prme_core.retrieval.formula import SortPolicy, rank_fused_scores, weighted_base_scores
+from prme_core.retrieval.multipliers import RankingMultipliers, adjusted_weights
+from prme_core.retrieval.packing import ContextBundle, entry_cost, pack
+from prme_core.retrieval.query_analysis import QueryAnalysis, analyze_query, temporal_affinity
+from prme_core.retrieval.ranked import Op, Ranked, ordered
+from prme_core.retrieval.reranker import Reranker, RerankerSettings, reranker_identity
+from prme_core.retrieval.rendering import PackItem
+from prme_core.retrieval.scoring import (
+    competition_ranks,
+    current_update_coefficients,
+    pool_relative,
+    recency_factors,
+    redistribute,
+)
+from prme_core.retrieval.session_context import expand_sessions, route_episodes
+from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
+from prme_core.retrieval.tokenizer import tokenizer_identity
+from prme_core.storage.base import Store
+from prme_core.types import FrozenModel, Owner, UtcDatetime, from_epoch_us, to_epoch_us, utc_now
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 4096
+MAX_RESULT_LIMIT = 200
+
+
+class RetrievalRequest(FrozenModel):
+    """A validated retrieval request (every bound explicit)."""
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    owner: Owner
+    scopes: tuple[ScopeName, ...] = Field(min_length=1)
+    reference_time: UtcDatetime
+    limit: int = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
+    min_score: float = Field(default=0.0, ge=0.0, le=10.0)
+    time_from: UtcDatetime | None = None
+    time_to: UtcDatetime | None = None
+    event_time_from: UtcDatetime | None = None
+    event_time_to: UtcDatetime | None = None
+    scoring: ScoringWeights
+    packing: PackingConfig
+    ranking_multipliers: RankingMultipliers | None = None
+    include_cross_scope: bool = False
+    retrieval_mode: Annotated[str, StringConstraints(pattern="^(hybrid|lexical|semantic)$")] = "hybrid"
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must not be blank")
+        return value
+
+    @field_validator("scopes")
+    @classmethod
+    def _normalized(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(set(value)))
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "RetrievalRequest":
+        for low, high in (("time_from", "time_to"), ("event_time_from", "event_time_to")):
+            a, b = getattr(self, low), getattr(self, high)
+            if a is not None and b is not None and a > b:
+                raise ValueError(f"{low} must not be later than {high}")
+        if self.scoring.fusion == "rrf" and self.ranking_multipliers is not None and not self.ranking_multipliers.is_unity():
+            raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
+        return self
+
+
+@dataclass(frozen=True)
+class RetrievedMemory:
+    """One returned memory, in rank order."""
+
+    node_id: UUID
+    rank: int
+    score: float
+    content: str
+    scope: str
+    node_type: str
+    session_id: str | None
+    event_time: UtcDatetime | None
+    paths: tuple[str, ...]
+    cross_scope: bool
+    in_context: bool
+    representation: str | None
+
+
+class RetrievalMetadata(FrozenModel):
+    request_id: UUID
+    receipt_persisted: bool
+    receipt_checksum: str | None
+    receipt_error: str | None = None
+    schema_version: int
+    ranking_policy: str
+    ranking_multipliers: dict[str, float] | None
+    ranking_profile_id: UUID | None
+    ranking_profile_status: str
+    ranking_profile_reason: str | None
+    candidate_pool_size: int
+    context_tokens: int
+    context_sha256: str
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class RetrievalResponse:
+    """What ``retrieve`` returns: results, the packed bundle, the receipt and metadata.
+
+    A plain frozen dataclass: its parts are validated models already, and nesting them in
+    another pydantic model would re-run their (replay-checking) validators.
+    """
+
+    results: tuple[RetrievedMemory, ...]
+    bundle: ContextBundle
+    receipt: RetrievalReceipt
+    metadata: RetrievalMetadata
+
+    @property
+    def context(self) -> str:
+        """The exact rendered context whose SHA-256 is the receipt's context hash."""
+        return self.bundle.render()
+
+
+@dataclass(frozen=True)
+class ProfileResolution:
+    """Which request-local multipliers apply and why (see profiles.resolution)."""
+
+    status: str  # none | applied | inapplicable | request_override
+    multipliers: RankingMultipliers | None = None
+    profile_id: UUID | None = None
+    reason: str | None = None
+
+    def as_parameters(self) -> dict[str, Any]:
+        return {"status": self.status, "profile_id": str(self.profile_id) if self.profile_id else None,
+                "reason": self.reason}
+
+
+ProfileResolver = Callable[[str, tuple[str, ...], ScoringWeights, str], ProfileResolution]
+
+
+def _no_profiles(owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, features_sha: str) -> ProfileResolution:
+    return ProfileResolution("none")
+
+
+class RetrievalPipeline:
+    """Retrieval over one store; holds the corpus cache and the observed feature identity."""
+
+    def __init__(self, store: Store, *, embedder: EmbeddingProvider, reranker: Reranker | None = None,
+                 reranker_settings: RerankerSettings | None = None, profile_resolver: ProfileResolver | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self.reranker_settings = reranker_settings or RerankerSettings()
+        self.resolve_profile: ProfileResolver = profile_resolver or _no_profiles
+        self.corpora = CorpusCache(store, embedder)
+        self.features = execution_features(
+            backend=store.backend, storage_class=type(store).__name__, embedding=embedder.identity(),
+            lexical={"backend": "bm25s", "version": bm25s.__version__, **BM25_PARAMS, "analyzer": LEXICAL_ANALYZER_ID},
+            tokenizer=tokenizer_identity(),
+        )
+        self.features_sha256 = feature_identity_sha256(self.features)
+
+    def features_for_request(self) -> dict[str, Any]:
+        """Observed features plus the reranker identity, which is read on every request."""
+        return {**self.features, "reranker": reranker_identity(self.reranker)}
+
+    def retrieve(self, request: RetrievalRequest) -> RetrievalResponse:
+        started = time.perf_counter()
+        request_id = uuid4()
+        features = self.features_for_request()
+        if request.ranking_multipliers is not None:
+            resolution = ProfileResolution("request_override", request.ranking_multipliers, None, "explicit_multipliers")
+        else:
+            resolution = self.resolve_profile(request.owner, request.scopes, request.scoring,
+                                              feature_identity_sha256(features))
+        corpus = self.corpora.get(request.owner)
+        run = _Run(self, request, corpus, resolution)
+        ranked = run.rank()
+        bundle = run.pack(ranked)
+        receipt = run.receipt(request_id, ranked, bundle, features)
+        persisted, checksum, error = True, None, None
+        try:
+            checksum = persist_receipt(self.store, receipt).checksum
+        except Exception as exc:  # noqa: BLE001 - retrieval must survive any logging failure
+            persisted, error = False, f"{type(exc).__name__}: {exc}"
+            log.warning("retrieval %s: receipt not persisted: %s", request_id, error)
+        results = tuple(run.result(i, r, bundle) for i, r in enumerate(ranked))
+        meta = RetrievalMetadata(
+            request_id=request_id, receipt_persisted=persisted, receipt_checksum=checksum, receipt_error=error,
+            schema_version=receipt.schema_version, ranking_policy=receipt.ranking_policy or "",
+            ranking_multipliers=None if run.multipliers is None else run.multipliers.model_dump(),
+            ranking_profile_id=resolution.profile_id, ranking_profile_status=resolution.status,
+            ranking_profile_reason=resolution.reason, candidate_pool_size=len(run.pool_rows),
+            context_tokens=bundle.tokens_used, context_sha256=receipt.context_sha256,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+        )
+        return RetrievalResponse(results=results, bundle=bundle, receipt=receipt, metadata=meta)
+
+
+class _Run:
+    """The state of one retrieval while it is ranked, packed and recorded."""
+
+    def __init__(self, pipeline: RetrievalPipeline, request: RetrievalRequest, corpus: Corpus,
+                 resolution: ProfileResolution) -> None:
+        self.p = pipeline
+        self.req = request
+        self.corpus = corpus
+        self.resolution = resolution
+        self.multipliers = resolution.multipliers if resolution.status in ("applied", "request_override") else None
+        self.analysis: QueryAnalysis = analyze_query(request.query, request.reference_time)
+        self.policy: SortPolicy = "score_path_id"
+        self.pool_rows: list[int] = []
+
+    # --- ranking ------------------------------------------------------------------------
+
+    def eligible(self) -> tuple[np.ndarray, np.ndarray]:
+        c, req = self.corpus, self.req
+        in_scope = c.scope_mask(req.scopes)
+        mask = np.ones(c.size, dtype=bool) if req.include_cross_scope else in_scope.copy()
+        if req.time_from is not None:
+            mask &= np.isnan(c.valid_to_us) | (c.valid_to_us > to_epoch_us(req.time_from))
+        if req.time_to is not None:
+            mask &= np.isnan(c.valid_from_us) | (c.valid_from_us <= to_epoch_us(req.time_to))
+        if req.event_time_from is not None:
+            mask &= ~np.isnan(c.event_us) & (c.event_us >= to_epoch_us(req.event_time_from))
+        if req.event_time_to is not None:
+            mask &= ~np.isnan(c.event_us) & (c.event_us <= to_epoch_us(req.event_time_to))
+        return mask, mask & ~in_scope
+
+    def rank(self) -> list[Ranked]:
+        c, req, a = self.corpus, self.req, self.analysis
+        eligible, cross = self.eligible()
+        query_tokens = lexical_tokens(req.query)
+        pool = generation.generate_pool(c, eligible, query_tokens=query_tokens,
+                                        query_vector=self.p.embedder.embed_query(req.query), mode=req.retrieval_mode)
+        self.pool_rows = pool.rows
+        self.pool = pool
+        rows = np.array(pool.rows, dtype=np.int64)
+        bm25, semantic, graph = pool.arrays()
+        self.pool_bm25 = bm25
+        n = rows.size
+        if n == 0:
+            self.applied = adjusted_weights(req.scoring, self.multipliers)
+            self.redistribution = redistribute(req.scoring, current=False, episodic=False)[1]
+            return []
+        top_bm25 = float(np.max(bm25))
+        lexical = bm25 / top_bm25 if top_bm25 > 0.0 else np.zeros(n)
+        updating = c.updating[rows]
+        current = a.is_current(bool(updating.any()))
+        shifted, self.redistribution = redistribute(req.scoring, current=current, episodic=a.episodic and not current)
+        self.applied = adjusted_weights(shifted, self.multipliers)
+        w = self.applied
+        memory_us = c.memory_us()[rows]
+        recency = recency_factors(stamp_us=c.updated_us[rows], memory_us=memory_us, updating=updating,
+                                  reference_us=to_epoch_us(req.reference_time), recency_lambda=w.recency_lambda,
+                                  current=current)
+        if a.intent == "temporal":
+            affinity = temporal_affinity(c.dated[rows], c.stated_us()[rows].astype(np.int64),
+                                         to_epoch_us(a.window_start), to_epoch_us(a.window_end))
+        else:
+            affinity = np.zeros(n)
+        boosts = np.array([w.boost(c.node_type[r]) for r in rows], dtype=np.float64)
+        self.features = np.column_stack([semantic, lexical, graph, recency, c.salience[rows], c.confidence[rows],
+                                         c.epistemic[rows], affinity, boosts])
+        self.path_scores = np.array([min(len(p) / 3.0, 1.0) for p in pool.paths], dtype=np.float64)
+        if w.fusion == "weighted":
+            base = weighted_base_scores(self.features, np.tile(np.array(w.vector()), (n, 1)),
+                                        np.tile(np.array([w.temporal_boost, w.relevance_floor]), (n, 1)))
+            self.fusion = None
+        else:
+            base = self._rank_fusion(pool, semantic, lexical, affinity, boosts, w)
+        self.base = base
+        newest = memory_us == np.max(memory_us)
+        coefficients = current_update_coefficients(base, semantic + lexical, current & newest & updating, w)
+        items: list[Ranked] = []
+        for i, row in enumerate(pool.rows):
+            ops = (Op("current_update", float(coefficients[i])),) if coefficients[i] != 1.0 else ()
+            items.append(Ranked(row=row, source=i, base=float(base[i]), ops=ops, paths=set(pool.paths[i]),
+                                cross_scope=bool(cross[row]), node_id=c.ids[row], path_score=float(self.path_scores[i])))
+        items = ordered(items, "score_path_id")
+        items = self._rerank(items)
+        pack_cfg = req.packing
+        changed = route_episodes(items, c, eligible, cross, query_tokens, c.lexical.scores(query_tokens),
+                                 top_k=pack_cfg.episode_context_top_k, local_k=pack_cfg.episode_context_local_k,
+                                 decay=pack_cfg.episode_context_score_decay)
+        changed |= expand_sessions(items, c, eligible, cross, top_k=pack_cfg.session_context_top_k,
+                                   window=pack_cfg.session_context_window, decay=pack_cfg.session_context_score_decay)
+        if changed:
+            self.policy = "score_id"
+            items = ordered(items, "score_id")
+        kept = [r for r in items if r.score >= req.min_score]
+        return kept[: req.limit]
+
+    def _rank_fusion(self, pool: Any, semantic: np.ndarray, lexical: np.ndarray, affinity: np.ndarray,
+                     boosts: np.ndarray, w: ScoringWeights) -> np.ndarray:
+        on_sem = np.array(["semantic" in p for p in pool.paths]) | (semantic > 0.0)
+        on_lex = np.array(["lexical" in p for p in pool.paths]) | (self.pool_bm25 > 0.0)
+        on_any = on_sem | on_lex
+        sem_rank = competition_ranks(semantic, on_sem)
+        lex_rank = competition_ranks(lexical, on_lex)
+        temporal = 1.0 + w.temporal_boost * affinity
+        factors = np.column_stack([pool_relative(self.features[:, 6], on_any), pool_relative(boosts, on_any),
+                                   pool_relative(temporal, on_any)])
+        self.fusion = (sem_rank, lex_rank, factors)
+        return rank_fused_scores(sem_rank.astype(np.float64), lex_rank.astype(np.float64), factors,
+                                 np.full(semantic.size, float(w.rrf_k)))
+
+    def _rerank(self, items: list[Ranked]) -> list[Ranked]:
+        reranker = self.p.reranker
+        if reranker is None or not items:
+            return items
+        settings = self.p.reranker_settings
+        prefix = items[: settings.top_k]
+        neural = reranker.score(self.req.query, [self.corpus.content[r.row] for r in prefix])
+        for r, value in zip(prefix, neural):
+            value = min(max(float(value), 0.0), 1.0)
+            r.with_op(Op("neural_blend", settings.prior_weight, value))
+            r.reranker_score = value
+        self.policy = "reranked_prefix"
+        return ordered(items, "reranked_prefix")
+
+    # --- packing and recording ----------------------------------------------------------
+
+    def pack(self, ranked: list[Ranked]) -> ContextBundle:
+        c = self.corpus
+        templates: dict[int, PackItem] = c.extras.setdefault("pack_items", {})
+        items = []
+        for i, r in enumerate(ranked):
+            template = templates.get(r.row)
+            if template is None:
+                template = templates[r.row] = PackItem(
+                    node_id=c.uuids[r.row], rank=0, score=0.0, node_type=c.node_type[r.row],
+                    scope=str(c.scope[r.row]), content=c.content[r.row],
+                    event_time=from_epoch_us(_opt_int(c.event_us[r.row])),
+                    created_at=from_epoch_us(int(c.created_us[r.row])),
+                    valid_from=from_epoch_us(_opt_int(c.valid_from_us[r.row])),
+                    valid_to=from_epoch_us(_opt_int(c.valid_to_us[r.row])), epistemic_type=c.epistemic_type[r.row],
+                    session_id=c.session_id[r.row])
+            # rank, score and paths are per request; the rest of a node's item never changes
+            items.append(template.model_copy(update={"rank": i, "score": r.score, "paths": tuple(sorted(r.paths))}))
+        costs: dict[tuple[UUID, str, str], int] = c.extras.setdefault("entry_costs", {})
+
+        def cached_cost(item: PackItem, representation: str, fmt: str) -> int:
+            key = (item.node_id, representation, fmt)
+            found = costs.get(key)
+            if found is None:
+                found = costs[key] = entry_cost(item, representation, fmt)  # type: ignore[arg-type]
+            return found
+
+        return pack(items, self.req.packing, reference_time=self.req.reference_time,
+                    temporal_query=self.analysis.intent == "temporal", cost=cached_cost)
+
+    def receipt(self, request_id: UUID, ranked: list[Ranked], bundle: ContextBundle,
+                features: dict[str, Any]) -> RetrievalReceipt:
+        c, req = self.corpus, self.req
+        position = {e.node_id: i for i, e in enumerate(bundle.entries)}
+        entries = {e.node_id: e for e in bundle.entries}
+        formula = 1 if self.applied.fusion == "weighted" else 2
+        candidates = []
+        for r in ranked:
+            node = c.uuids[r.row]
+            entry = entries.get(node)
+            candidates.append(ReceiptCandidate(
+                node_id=node, scope=str(c.scope[r.row]), content_sha256=c.content_hash[r.row], score=r.score,
+                paths=tuple(sorted(r.paths)), cross_scope=r.cross_scope, provenance=self._provenance(r, formula),
+                reranker_score=r.reranker_score, in_context=entry is not None,
+                context_position=position.get(node), representation=entry.representation if entry else None,
+                has_content=bool(entry and entry.has_content), token_cost=entry.token_cost if entry else 0,
+            ))
+        return RetrievalReceipt.build(
+            schema_version=9, request_id=request_id, owner=req.owner, query=req.query,
+            reference_time=req.reference_time, scopes=req.scopes, retrieval_mode=req.retrieval_mode,
+            result_limit=req.limit, min_score=req.min_score, time_from=req.time_from, time_to=req.time_to,
+            scoring=req.scoring, packing=req.packing, weight_sets=(self.applied,), ranking_policy=self.policy,
+            candidates=tuple(candidates), context_sha256=bundle.context_sha256(), context_tokens=bundle.tokens_used,
+            execution=RetrievalExecution(parameters=self._parameters(), features=features),
+        )
+
+    def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:
+        f = self.features[r.source]
+        trace = ScoreTrace(semantic=float(f[0]), lexical=float(f[1]), graph=float(f[2]), recency=float(f[3]),
+                           salience=float(f[4]), confidence=float(f[5]), epistemic_weight=float(f[6]),
+                           temporal_affinity=float(f[7]), node_type_boost=float(f[8]),
+                           path_score=float(self.path_scores[r.source]), base_score=float(self.base[r.source]))
+        fusion = None
+        if formula == 2:
+            sem_rank, lex_rank, factors = self.fusion  # type: ignore[misc]
+            fusion = RankFusion(semantic_rank=int(sem_rank[r.source]) or None, lexical_rank=int(lex_rank[r.source]) or None,
+                                epistemic_factor=float(factors[r.source, 0]), node_type_factor=float(factors[r.source, 1]),
+                                temporal_factor=float(factors[r.source, 2]))
+        ops = tuple(ScoreAdjustment(kind=op.kind, coefficient=op.coefficient, neural_score=op.neural_score,
+                                    source_node_id=None if op.source_row is None else self.corpus.uuids[op.source_row])
+                    for op in r.ops)
+        return ScoreProvenance(formula_version=formula, base_node_id=self.corpus.uuids[self.pool_rows[r.source]],
+                               weights=0, trace=trace, adjustments=ops, rank_fusion=fusion)
+
+    def _parameters(self) -> dict[str, Any]:
+        """Execution parameters; unset (None) values are omitted, never written as null."""
+        req = self.req
+        return _without_none({
+            "ranking_multipliers": None if self.multipliers is None else self.multipliers.model_dump(),
+            "ranking_profile": self.resolution.as_parameters(),
+            "time_from": _iso(req.time_from), "time_to": _iso(req.time_to),
+            "event_time_from": _iso(req.event_time_from), "event_time_to": _iso(req.event_time_to),
+            "include_cross_scope": req.include_cross_scope,
+            "query_adjustment": self.redistribution.as_parameters(),
+            "query_analysis": {"intent": self.analysis.intent, "current_state": self.analysis.current_state,
+                               "episodic": self.analysis.episodic, "window_start": _iso(self.analysis.window_start),
+                               "window_end": _iso(self.analysis.window_end)},
+            "candidate_generation": generation.generation_parameters(),
+            "reranker": {"top_k": self.p.reranker_settings.top_k, "prior_weight": self.p.reranker_settings.prior_weight}
+            if self.p.reranker is not None else None,
+        })
+
+    def result(self, rank: int, r: Ranked, bundle: ContextBundle) -> RetrievedMemory:
+        c = self.corpus
+        node = c.uuids[r.row]
+        entry = bundle.entry(node)
+        return RetrievedMemory(
+            node_id=node, rank=rank, score=r.score, content=c.content[r.row], scope=str(c.scope[r.row]),
+            node_type=c.node_type[r.row], session_id=c.session_id[r.row],
+            event_time=from_epoch_us(_opt_int(c.event_us[r.row])), paths=tuple(sorted(r.paths)),
+            cross_scope=r.cross_scope, in_context=entry is not None, representation=entry.representation if entry else None,
+        )
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _opt_int(value: float) -> int | None:
+    return None if np.isnan(value) else int(value)
+
+
+def _iso(value: datetime | None) -> str | None:
+    from prme_core.canonical import utc_isoformat
+
+    return None if value is None else utc_isoformat(value)
+
+
+def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[str, ...],
+                  default_scoring: ScoringWeights, default_packing: PackingConfig, reference_time: Any = None,
+                  limit: Any = 20, min_score: Any = 0.0, token_budget: Any = None, time_from: Any = None,
+                  time_to: Any = None, event_time_from: Any = None, event_time_to: Any = None,
+                  min_fidelity: Fidelity | None = None, scoring: Any = None, packing: Any = None,
+                  ranking_multipliers: Any = None, include_cross_scope: Any = False,
+                  retrieval_mode: Any = "hybrid") -> RetrievalRequest:
+    """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
+    from prme_core.validation import check_owner, parse_model
+
+    owner = check_owner(owner)
+    if scopes is None:
+        scopes = default_scopes
+    if isinstance(scopes, str):
+        scopes = (scopes,)
+    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
+        raise InvalidInput("scopes", f"must be a non-empty list of scope names from {list(default_scopes)}")
+    unknown = [s for s in scopes if s not in default_scopes]
+    if unknown:
+        raise InvalidInput("scopes", f"unknown scope {unknown[0]!r}; configured scopes: {list(default_scopes)}")
+    scoring_model = _merged(ScoringWeights, default_scoring, scoring, "scoring")
+    packing_updates: dict[str, Any] = {}
+    if token_budget is not None:
+        packing_updates["token_budget"] = token_budget
+    if min_fidelity is not None:
+        packing_updates["min_fidelity"] = min_fidelity
+    packing_model = _merged(PackingConfig, default_packing, packing, "packing", extra=packing_updates)
+    multipliers = None if ranking_multipliers is None else parse_model(RankingMultipliers, ranking_multipliers,
+                                                                        "ranking_multipliers")
+    if multipliers is not None and scoring_model.fusion == "rrf" and not multipliers.is_unity():
+        raise UnsupportedOperation("ranking_multipliers: they adjust the weighted formula and do not apply to fusion='rrf'")
+    return parse_model(RetrievalRequest, {
+        "query": query, "owner": owner, "scopes": tuple(scopes),
+        "reference_time": utc_now() if reference_time is None else reference_time, "limit": limit,
+        "min_score": min_score, "time_from": time_from, "time_to": time_to, "event_time_from": event_time_from,
+        "event_time_to": event_time_to, "scoring": scoring_model, "packing": packing_model,
+        "ranking_multipliers": multipliers, "include_cross_scope": include_cross_scope,
+        "retrieval_mode": retrieval_mode,
+    }, "")
+
+
+def _merged(model: type, default: Any, override: Any, field: str, extra: Mapping[str, Any] | None = None) -> Any:
+    from prme_core.validation import parse_model
+
+    if isinstance(override, model):
+        base = override.model_dump()
+    elif override is None:
+        base = default.model_dump()
+    elif isinstance(override, Mapping):
+        base = {**default.model_dump(), **dict(override)}
+    else:
+        raise InvalidInput(field, f"must be a {model.__name__} or a mapping of its fields")
+    if extra:
+        base.update(extra)
+    return parse_model(model, base, field)
