@@ -10,8 +10,10 @@ Canonical form (version ``prme-canonical-json-v1``):
 * UUIDs as lowercase hyphenated strings; timezone-aware datetimes as ISO-8601 in UTC with a
   ``Z`` suffix; naive datetimes are rejected.
 
-The encoder is orjson (C/Rust); the finiteness check only walks the document when the encoded
-bytes contain ``null``, because orjson writes a non-finite float as ``null``.
+The encoder is orjson (C/Rust). orjson writes a non-finite float as ``null``, so the encoded
+bytes are scanned for ``null`` and, only if one occurs, the document is walked to tell a real
+null from a NaN. Callers encoding a validated model (whose floats were checked finite on the way
+in) pass ``finite=True`` to skip that scan.
 """
 
 from __future__ import annotations
@@ -45,17 +47,25 @@ def utc_isoformat(value: datetime) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def canonical_json(obj: Any) -> bytes:
-    """Encode ``obj`` in the canonical form; raise ``CanonicalFormError`` if it has none."""
+def canonical_json(obj: Any, *, finite: bool = False) -> bytes:
+    """Encode ``obj`` in the canonical form; raise ``CanonicalFormError`` if it has none.
+
+    ``finite=True`` promises every float in ``obj`` is finite (a validated model's dump).
+    """
     try:
         out = orjson.dumps(obj, default=_default, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         if isinstance(exc.__cause__, CanonicalFormError):
             raise exc.__cause__ from None
         raise CanonicalFormError(f"value cannot be encoded as canonical JSON: {exc}") from exc
-    if b"null" in out:
+    if not finite and b"null" in out:
         _assert_finite(obj, "$")
     return out
+
+
+def assert_finite(obj: Any, where: str = "$") -> None:
+    """Raise ``CanonicalFormError`` if any float inside ``obj`` is NaN or infinite."""
+    _assert_finite(obj, where)
 
 
 def _assert_finite(obj: Any, path: str) -> None:

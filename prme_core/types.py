@@ -48,7 +48,8 @@ class FrozenModel(BaseModel):
         return self.model_dump(mode="json")
 
     def canonical_bytes(self) -> bytes:
-        return canonical_json(self.canonical_dict())
+        # Float fields were validated finite; free-form maps are checked by their own models.
+        return canonical_json(self.canonical_dict(), finite=True)
 
     def checksum(self) -> str:
         return sha256_hex(self.canonical_bytes())

@@ -39,7 +39,7 @@ from uuid import UUID
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
 
-from prme_core.canonical import EMPTY_SHA256
+from prme_core.canonical import EMPTY_SHA256, assert_finite
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import SortPolicy
 from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
@@ -196,6 +196,12 @@ class RetrievalExecution(FrozenModel):
     parameters: dict[str, Any]
     features: dict[str, Any]
 
+    @field_validator("parameters", "features")
+    @classmethod
+    def _json_values(cls, value: dict[str, Any]) -> dict[str, Any]:
+        assert_finite(value, "execution")  # free-form maps: nothing else checks their floats
+        return value
+
 
 class RetrievalReceipt(FrozenModel):
     """An immutable record of one retrieval; see the module docstring for versions."""
@@ -305,6 +311,12 @@ class RetrievalReceipt(FrozenModel):
         from prme_core.receipts.replay import check_replay
 
         check_replay(self)
+
+    def __eq__(self, other: object) -> bool:
+        # Equality is by field values; the private projection cache must not take part.
+        return isinstance(other, RetrievalReceipt) and self.__dict__ == other.__dict__
+
+    __hash__ = FrozenModel.__hash__
 
     @classmethod
     def build(cls, **fields: Any) -> "RetrievalReceipt":

@@ -86,7 +86,7 @@ def replay_order(receipt: "RetrievalReceipt", scores: list[float]) -> list[int]:
     """Candidate indices in the order the recorded sort policy gives for ``scores``."""
     policy = receipt.ranking_policy or "score_path_id"
     keys = [
-        sort_key(policy, s, c.provenance.trace.path_score if c.provenance else 0.0, str(c.node_id), c.reranker_score is not None)
+        sort_key(policy, s, c.provenance.trace.path_score if c.provenance else 0.0, c.node_id.int, c.reranker_score is not None)
         for s, c in zip(scores, receipt.candidates)
     ]
     return sorted(range(len(keys)), key=keys.__getitem__)

@@ -31,7 +31,7 @@ def receipt_operation_id(owner: str, request_id: UUID) -> str:
 
 
 def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
-    return canonical_json(receipt.canonical_dict())
+    return receipt.canonical_bytes()
 
 
 def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | None = None) -> StoredOperation:

@@ -73,8 +73,10 @@ class PackingConfig(FrozenModel):
     multipath_ordering: Ordering = "balanced"
     context_guidance_mode: GuidanceMode = "off"
     context_format: ContextFormat = "auditable"
-    session_context_top_k: Annotated[int, Field(ge=0, le=200)] = 20
-    session_context_window: Annotated[int, Field(ge=1, le=20)] = 3
+    # Defaults chosen on the LoCoMo development file (NDCG@10 0.484 vs 0.475 for 20/3 and 0.443
+    # with inheritance off); see the issue notes.
+    session_context_top_k: Annotated[int, Field(ge=0, le=200)] = 5
+    session_context_window: Annotated[int, Field(ge=1, le=20)] = 2
     session_context_score_decay: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.85
     episode_context_top_k: Annotated[int, Field(ge=0, le=50)] = 0
     episode_context_local_k: Annotated[int, Field(ge=1, le=64)] = 8

@@ -75,8 +75,12 @@ def apply_adjustments(base: float, adjustments: Sequence[Any]) -> float:
     return score
 
 
-def sort_key(policy: SortPolicy, score: float, path_score: float, node_id: str, reranked: bool) -> tuple:
-    """The ordering key of one candidate under a recorded sort policy (ascending sort)."""
+def sort_key(policy: SortPolicy, score: float, path_score: float, node_id: int, reranked: bool) -> tuple:
+    """The ordering key of one candidate under a recorded sort policy (ascending sort).
+
+    ``node_id`` is the UUID's integer value: canonical UUID strings are fixed-width lowercase
+    hex, so integer order and string order are the same, and the integer is far cheaper.
+    """
     if policy == "score_path_id":
         return (0, -score, -path_score, node_id)
     if policy == "reranked_prefix":

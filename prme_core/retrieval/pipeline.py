@@ -322,13 +322,12 @@ class _Run:
         for i, row in enumerate(pool.rows):
             ops = (Op("current_update", float(coefficients[i])),) if coefficients[i] != 1.0 else ()
             items.append(Ranked(row=row, source=i, base=float(base[i]), ops=ops, paths=set(pool.paths[i]),
-                                cross_scope=bool(cross[row]), node_id=c.ids[row], path_score=float(self.path_scores[i])))
+                                cross_scope=bool(cross[row]), node_key=c.uuids[row].int, path_score=float(self.path_scores[i])))
         items = ordered(items, "score_path_id")
         items = self._rerank(items)
         pack_cfg = req.packing
-        changed = route_episodes(items, c, eligible, cross, query_tokens, c.lexical.scores(query_tokens),
-                                 top_k=pack_cfg.episode_context_top_k, local_k=pack_cfg.episode_context_local_k,
-                                 decay=pack_cfg.episode_context_score_decay)
+        changed = route_episodes(items, c, eligible, cross, query_tokens, top_k=pack_cfg.episode_context_top_k,
+                                 local_k=pack_cfg.episode_context_local_k, decay=pack_cfg.episode_context_score_decay)
         changed |= expand_sessions(items, c, eligible, cross, top_k=pack_cfg.session_context_top_k,
                                    window=pack_cfg.session_context_window, decay=pack_cfg.session_context_score_decay)
         if changed:

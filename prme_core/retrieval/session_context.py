@@ -57,7 +57,7 @@ def expand_sessions(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, c
             row = members[pos]
             if row == trigger.row or not eligible[row]:
                 continue
-            inherited = trigger.inherit(row, Op("session_decay", decay, None, trigger.row), corpus.ids[row],
+            inherited = trigger.inherit(row, Op("session_decay", decay, None, trigger.row), corpus.uuids[row].int,
                                         "session", bool(cross[row]))
             changed |= _place(items, by_row, inherited)
     return changed
@@ -75,10 +75,11 @@ def _episode_index(corpus: Corpus) -> tuple[list[tuple[str, str]], dict[tuple[st
 
 
 def route_episodes(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, cross: np.ndarray,
-                   query_tokens: list[str], bm25_all: np.ndarray, *, top_k: int, local_k: int, decay: float) -> bool:
+                   query_tokens: list[str], *, top_k: int, local_k: int, decay: float) -> bool:
     """Two-stage episode routing in place; True when the ranking changed."""
     if top_k <= 0 or not items:
         return False
+    bm25_all = corpus.lexical.scores(query_tokens)
     keys, key_index, index = _episode_index(corpus)
     episode_scores = index.scores(query_tokens)
     anchors: dict[int, Ranked] = {}
@@ -99,7 +100,7 @@ def route_episodes(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, cr
         members = [row for row in corpus.sessions[keys[e]] if row != anchor.row and eligible[row] and bm25_all[row] > 0.0]
         members.sort(key=lambda row: (-bm25_all[row], int(corpus.session_position[row])))
         for row in members[:local_k]:
-            inherited = anchor.inherit(row, Op("episode_decay", decay, None, anchor.row), corpus.ids[row],
+            inherited = anchor.inherit(row, Op("episode_decay", decay, None, anchor.row), corpus.uuids[row].int,
                                        "episode", bool(cross[row]))
             changed |= _place(items, by_row, inherited)
     return changed
