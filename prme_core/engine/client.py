@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from prme_core.feedback import ablation, citations, relevance
+from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
+from prme_core.feedback.citations import AnswerCitationRecord
+from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.store import get_receipt
 from prme_core.retrieval.config import Fidelity
+from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
 from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalResponse, build_request
 from prme_core.retrieval.reranker import Reranker, RerankerSettings
@@ -121,3 +126,51 @@ class MemoryClient:
         """The saved receipt of a retrieval, or None for a missing or foreign request id."""
         found = get_receipt(self.store, check_owner(owner), parse_uuid(request_id, "request_id"))
         return None if found is None else found[0]
+
+    # --- feedback -----------------------------------------------------------------------
+
+    def record_relevance(self, request_id: Any, labels: Mapping[Any, bool], *, owner: str, method: str,
+                         surface: str = "results", feedback_id: Any = None) -> RelevanceRecord:
+        """Record boolean labels for members of a saved retrieval (idempotent by feedback_id).
+
+        ``method`` is ``"explicit_user"`` or ``"structured_evaluation"``; ``surface`` is
+        ``"results"`` (returned candidates) or ``"context"`` (included entries).
+        """
+        return relevance.record_relevance(self.store, request_id, labels, owner=owner, surface=surface,
+                                          method=method, feedback_id=feedback_id)
+
+    def get_relevance(self, feedback_id: Any, owner: str) -> RelevanceRecord | None:
+        """A relevance record, or None for a missing or foreign feedback id."""
+        return relevance.get_relevance(self.store, parse_uuid(feedback_id, "feedback_id"), owner)
+
+    def list_relevance(self, owner: str, *, after: Any = None, limit: int = 100) -> list[RelevanceRecord]:
+        """One page (1..1000) of the owner's relevance records, by feedback id."""
+        return relevance.list_relevance(self.store, owner, after=None if after is None else parse_uuid(after, "after"),
+                                        limit=limit)
+
+    def record_answer_citations(self, request_id: Any, *, owner: str, answer_id: str, cited_node_ids: Any,
+                                method: str, answer_digest: str | None = None,
+                                citation_id: Any = None) -> AnswerCitationRecord:
+        """Record which included memories an answer cited (idempotent by citation_id)."""
+        return citations.record_answer_citations(
+            self.store, request_id, owner=owner, answer_id=answer_id, cited_node_ids=cited_node_ids, method=method,
+            answer_digest=answer_digest, citation_id=citation_id)
+
+    def get_answer_citations(self, citation_id: Any, owner: str) -> AnswerCitationRecord | None:
+        return citations.get_answer_citations(self.store, parse_uuid(citation_id, "citation_id"), owner)
+
+    def list_answer_citations(self, owner: str, *, after: Any = None, limit: int = 100) -> list[AnswerCitationRecord]:
+        return citations.list_answer_citations(self.store, owner,
+                                               after=None if after is None else parse_uuid(after, "after"), limit=limit)
+
+    @staticmethod
+    def ablate_context(bundle: ContextBundle, node_ids: Sequence[Any]) -> ContextAblation:
+        """Remove included entries from a packed bundle without re-running retrieval."""
+        return ablation.ablate_context(bundle, node_ids)
+
+    @staticmethod
+    def assess_context_presence(ablated: ContextAblation, citation: AnswerCitationRecord, *, baseline_correct: bool,
+                                counterfactual_correct: bool, protocol: str) -> ContextPresenceCredit:
+        """Presence-credit tier of one cited, ablated entry (inspectable, never persisted)."""
+        return ablation.assess_context_presence(ablated, citation, baseline_correct=baseline_correct,
+                                                counterfactual_correct=counterfactual_correct, protocol=protocol)

@@ -17,7 +17,8 @@ from prme_core.storage import Store
 
 ASYNC_METHODS: tuple[str, ...] = (
     "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
-    "retrieve", "get_receipt",
+    "retrieve", "get_receipt", "record_relevance", "get_relevance", "list_relevance", "record_answer_citations",
+    "get_answer_citations", "list_answer_citations",
 )
 
 
@@ -54,3 +55,7 @@ class MemoryEngine:
 
 for _name in ASYNC_METHODS:
     setattr(MemoryEngine, _name, _async_method(_name))
+
+# Pure functions over in-memory values: no I/O, so the engine exposes them as they are.
+MemoryEngine.ablate_context = staticmethod(MemoryClient.ablate_context)  # type: ignore[attr-defined]
+MemoryEngine.assess_context_presence = staticmethod(MemoryClient.assess_context_presence)  # type: ignore[attr-defined]

@@ -104,8 +104,10 @@ class ContextBundle(FrozenModel):
         if self.tokenizer != TOKENIZER_ID:
             raise ValueError(f"tokenizer is {self.tokenizer!r}; this version can only verify {TOKENIZER_ID!r} bundles")
         refs = [e.ref for e in self.entries]
-        if refs != list(range(1, len(refs) + 1)):
-            raise ValueError(f"entry refs must be 1..{len(refs)} in entry order; got {refs}")
+        if any(b <= a for a, b in zip(refs, refs[1:])):
+            # A packed bundle numbers its entries 1..n; an ablated one keeps the survivors' refs
+            # (so their bytes do not change), which leaves gaps but never reorders.
+            raise ValueError(f"entry refs must increase in entry order; got {refs}")
         ids = [e.node_id for e in self.entries]
         if len(set(ids)) != len(ids) or len(set(self.excluded_ids)) != len(self.excluded_ids):
             raise ValueError("a node id may appear only once across entries and excluded_ids")

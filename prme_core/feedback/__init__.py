@@ -1,0 +1,1 @@
+"""Owner-scoped feedback on saved retrievals: relevance records, answer citations, ablation."""
