@@ -46,6 +46,7 @@ from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
 
 CURRENT_SCHEMA_VERSION = 9
 MIN_SCHEMA_VERSION = 1
+RANK_FUSION_SINCE = 9  # our receipts record formula-2 provenance from version 9 on
 
 TRACE_FIELDS: tuple[str, ...] = (
     "semantic", "lexical", "graph", "recency", "salience", "confidence",
@@ -206,7 +207,7 @@ class RetrievalExecution(FrozenModel):
 class RetrievalReceipt(FrozenModel):
     """An immutable record of one retrieval; see the module docstring for versions."""
 
-    schema_version: int = Field(ge=MIN_SCHEMA_VERSION, le=CURRENT_SCHEMA_VERSION)
+    schema_version: int = Field(ge=MIN_SCHEMA_VERSION, le=CURRENT_SCHEMA_VERSION, strict=True)
     request_id: UUID
     owner: Owner
     query: str
@@ -237,14 +238,15 @@ class RetrievalReceipt(FrozenModel):
             return data
         version = data.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
-            return data
+            return data  # the strict field check rejects it with a clear message
         data = dict(data)
-        data["packing"] = _apply_history(data.get("packing"), _PACKING_HISTORY, version, "packing")
-        data["scoring"] = _apply_history(data.get("scoring"), _SCORING_HISTORY, version, "scoring")
+        data["packing"] = _apply_history(data.get("packing"), _PACKING_HISTORY, version, "packing", PackingConfig)
+        data["scoring"] = _apply_history(data.get("scoring"), _SCORING_HISTORY, version, "scoring", ScoringWeights)
         sets = data.get("weight_sets")
         if isinstance(sets, (list, tuple)):
             data["weight_sets"] = [
-                _apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]") for i, ws in enumerate(sets)
+                _apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]", ScoringWeights)
+                for i, ws in enumerate(sets)
             ]
         return data
 
@@ -258,14 +260,14 @@ class RetrievalReceipt(FrozenModel):
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "RetrievalReceipt":
         v = self.schema_version
-        columns = (info.context or {}).get("prme_columns")
-        if columns is not None:  # build() computed them from these very candidates
-            self._columns = columns
+        draft = bool((info.context or {}).get("prme_draft"))  # build() fills projection_sha256 next
         ids = [c.node_id for c in self.candidates]
         if len(set(ids)) != len(ids):
             raise ValueError("receipt candidate identities must be unique")
         if len(self.candidates) > self.result_limit:
             raise ValueError("a receipt cannot hold more candidates than its result limit")
+        if any(c.score < self.min_score for c in self.candidates):
+            raise ValueError("every returned candidate scores at least the receipt's min_score")
         if v < 5 and self.packing.multipath_ordering == "balanced":
             raise ValueError(f"balanced ordering requires a version 5 receipt; this is version {v}")
         if v < 4 and self.packing.multipath_ordering != "density":
@@ -286,7 +288,7 @@ class RetrievalReceipt(FrozenModel):
             raise ValueError("an empty context hashes to the SHA-256 of the empty string")
         from prme_core.receipts.projection import projection_digest
 
-        if projection_digest(self) != self.projection_sha256:
+        if not draft and projection_digest(self) != self.projection_sha256:
             raise ValueError("projection_sha256 does not match the receipt's candidates")
         return self
 
@@ -303,8 +305,8 @@ class RetrievalReceipt(FrozenModel):
             fusion = self.weight_sets[p.weights].fusion
             if (p.formula_version == 2) != (fusion == "rrf"):
                 raise ValueError(f"candidate {c.node_id}: formula version {p.formula_version} disagrees with fusion={fusion!r}")
-            if p.formula_version == 2 and v < CURRENT_SCHEMA_VERSION:
-                raise ValueError(f"rank fusion provenance requires a version {CURRENT_SCHEMA_VERSION} receipt")
+            if p.formula_version == 2 and v < RANK_FUSION_SINCE:
+                raise ValueError(f"rank fusion provenance requires a version {RANK_FUSION_SINCE} receipt")
             for op in p.adjustments:
                 if v < _ADJUSTMENT_SINCE[op.kind]:
                     raise ValueError(f"a version {v} receipt cannot contain a {op.kind} adjustment")
@@ -320,15 +322,15 @@ class RetrievalReceipt(FrozenModel):
 
     @classmethod
     def build(cls, **fields: Any) -> "RetrievalReceipt":
-        """Validate a new receipt, computing its ``projection_sha256`` from its candidates."""
+        """Validate a new receipt and fill in its ``projection_sha256`` (computed from the
+        validated candidates, so every other invariant is checked exactly once)."""
         from prme_core.receipts.projection import projection_digest
 
-        from prme_core.receipts.projection import candidate_columns
-
-        draft = cls.model_construct(**fields, projection_sha256="0" * 64)
+        draft = cls.model_validate({**fields, "projection_sha256": "0" * 64}, context={"prme_draft": True})
         digest = projection_digest(draft)
-        return cls.model_validate({**fields, "projection_sha256": digest},
-                                  context={"prme_columns": candidate_columns(draft)})
+        receipt = draft.model_copy(update={"projection_sha256": digest})
+        receipt._columns = draft._columns
+        return receipt
 
     # --- canonical form -----------------------------------------------------------------
 
@@ -400,20 +402,28 @@ def _candidate_dict(c: ReceiptCandidate) -> dict[str, Any]:
     return data
 
 
-def _apply_history(value: Any, history: tuple[tuple[str, int, Any], ...], version: int, where: str) -> Any:
-    """Check a versioned sub-object: later fields absent in old versions, present in new ones."""
-    if isinstance(value, ScoringWeights | PackingConfig):
+def _apply_history(value: Any, history: tuple[tuple[str, int, Any], ...], version: int, where: str,
+                   model: type[ScoringWeights] | type[PackingConfig]) -> Any:
+    """Check a versioned sub-object: every field is recorded explicitly, except those a later
+    version introduced, which an older receipt may not record (parsing fills their historical
+    meaning). A model instance (from code, not JSON) may carry a later field only at its
+    historical value, which is then dropped."""
+    from_model = isinstance(value, ScoringWeights | PackingConfig)
+    if from_model:
         value = value.model_dump()
     if not isinstance(value, dict):
         return value
     value = dict(value)
     for name, since, historical in history:
         if version < since:
-            if name in value:
-                raise ValueError(f"{where}.{name} was introduced in receipt version {since}; a version {version} receipt cannot record it")
+            if name in value and not (from_model and value[name] == historical):
+                raise ValueError(f"{where}.{name} was introduced in receipt version {since}; a version {version} "
+                                 "receipt cannot record it")
             value[name] = historical
-        elif name not in value:
-            raise ValueError(f"a version {version} receipt must record {where}.{name} explicitly")
+    newer = {name for name, since, _ in history if version < since}
+    missing = [f for f in model.model_fields if f not in value and f not in newer]
+    if missing:
+        raise ValueError(f"a version {version} receipt must record {where}.{missing[0]} explicitly")
     return value
 
 
