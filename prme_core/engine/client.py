@@ -9,6 +9,10 @@ from prme_core.feedback import ablation, citations, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
 from prme_core.feedback.relevance import RelevanceRecord
+from prme_core.learning.config import LearningConfig
+from prme_core.learning.offline import evaluate_learning
+from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, FeedbackSnapshot, cut_snapshot
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.receipts.model import RetrievalReceipt
@@ -174,3 +178,19 @@ class MemoryClient:
         """Presence-credit tier of one cited, ablated entry (inspectable, never persisted)."""
         return ablation.assess_context_presence(ablated, citation, baseline_correct=baseline_correct,
                                                 counterfactual_correct=counterfactual_correct, protocol=protocol)
+
+    # --- learning -----------------------------------------------------------------------
+
+    def snapshot_feedback(self, owner: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> FeedbackSnapshot:
+        """Cut the owner's relevance records (one bounded query; fails past max_records)."""
+        return cut_snapshot(self.store, owner, max_records=max_records)
+
+    def evaluate_learning(self, owner: str, *, scopes: Sequence[str], surface: str = "results",
+                          config: LearningConfig | Mapping[str, Any] | None = None,
+                          query_groups: Mapping[Any, str] | None = None,
+                          max_records: int = DEFAULT_MAX_RECORDS) -> LearningEvaluation:
+        """Snapshot the owner's feedback and evaluate a multiplier proposal for the exact scope
+        set. Changes nothing: no weight, pointer or profile."""
+        snapshot = cut_snapshot(self.store, owner, max_records=max_records)
+        return evaluate_learning(snapshot, owner=owner, scopes=scopes, surface=surface, config=config,
+                                 query_groups=query_groups)

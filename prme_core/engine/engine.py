@@ -18,7 +18,7 @@ from prme_core.storage import Store
 ASYNC_METHODS: tuple[str, ...] = (
     "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
     "retrieve", "get_receipt", "record_relevance", "get_relevance", "list_relevance", "record_answer_citations",
-    "get_answer_citations", "list_answer_citations",
+    "get_answer_citations", "list_answer_citations", "snapshot_feedback", "evaluate_learning",
 )
 
 

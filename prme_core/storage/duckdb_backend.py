@@ -69,6 +69,9 @@ class _DuckConnection:
         finally:
             self.raw.unregister(view)
 
+    def sha256_sql(self, column: str) -> str:
+        return f"sha256({column})"
+
     def lock_key(self, key: str) -> None:
         # The connection lock already serializes every transaction in this process, and DuckDB's
         # file lock keeps other processes out, so a per-key lock has nothing left to add.

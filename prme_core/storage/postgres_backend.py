@@ -77,6 +77,9 @@ class _PgConnection:
         columns = data.column_names
         self.bulk_insert(table, columns, list(zip(*(data.column(c).to_pylist() for c in columns))))
 
+    def sha256_sql(self, column: str) -> str:
+        return f"encode(sha256(convert_to({column}, 'UTF8')), 'hex')"
+
     def lock_key(self, key: str) -> None:
         with self.raw.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(key)])

@@ -36,6 +36,7 @@ class Connection(Protocol):
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None: ...
     def lock_key(self, key: str) -> None: ...
+    def sha256_sql(self, column: str) -> str: ...
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
 
@@ -329,6 +330,42 @@ class StoreSession:
         sql += " LIMIT ?"
         params.append(limit)
         return [row_operation(r).verified(owner) for r in self.conn.fetchall(sql, params)]
+
+    def operations_in_admission_order(self, owner: str, op_type: str, limit: int) -> list[StoredOperation]:
+        """Up to ``limit`` of the owner's operations of one type, oldest admission first (the
+        rows are not verified here: callers verify each one they use)."""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? ORDER BY seq LIMIT ?",
+            [owner, op_type, limit],
+        )
+        return [row_operation(r) for r in rows]
+
+    def operation_integrity(self, owner: str, op_type: str, target_ids: Sequence[str],
+                            digest_field: str) -> list[tuple[str, str, bool, str]]:
+        """(target id, checksum, payload still hashes to checksum, value of a top-level digest
+        field) per operation, hashed inside the database so no payload crosses the wire."""
+        found: list[tuple[str, str, bool, str]] = []
+        marker = f'"{digest_field}":"'
+        for chunk in _chunks(sorted(set(target_ids))):
+            found.extend(tuple(r) for r in self.conn.fetchall(
+                f"SELECT target_id, checksum, {self.conn.sha256_sql('payload')} = checksum, "
+                f"substr(payload, strpos(payload, ?) + {len(marker)}, 64) "
+                f"FROM operations WHERE owner = ? AND op_type = ? AND target_id IN ({_placeholders(len(chunk))})",
+                [marker, owner, op_type, *chunk],
+            ))
+        return found
+
+    def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> list[tuple]:
+        """Packed projection rows of receipts, in batches (column order: see receipts.store)."""
+        rows: list[tuple] = []
+        for chunk in _chunks(sorted(set(request_ids))):
+            rows.extend(tuple(r) for r in self.conn.fetchall(
+                "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
+                "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
+                f"FROM receipt_projections WHERE owner = ? AND request_id IN ({_placeholders(len(chunk))})",
+                [owner, *chunk],
+            ))
+        return rows
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""

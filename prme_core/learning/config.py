@@ -1,0 +1,25 @@
+"""Configuration of the offline proposal evaluation (saved in every report)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from prme_core.types import FrozenModel
+
+
+class LearningConfig(FrozenModel):
+    """Loss parameters and acceptance thresholds: provisional, and recorded with every result."""
+
+    seed: int = 42
+    validation_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
+    min_training_queries: Annotated[int, Field(ge=2)] = 20
+    min_validation_queries: Annotated[int, Field(ge=2)] = 20
+    regularization: Annotated[float, Field(gt=0.0)] = 0.01
+    margin_scale: Annotated[float, Field(gt=0.0, le=100.0)] = 5.0
+    passes_per_step: Annotated[int, Field(ge=1, le=20)] = 4
+    ndcg_k: Annotated[int, Field(ge=1, le=1000)] = 10
+    bootstrap_samples: Annotated[int, Field(ge=100, le=10_000)] = 2000
+    min_ndcg_gain: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
+    max_pairs_per_request: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000

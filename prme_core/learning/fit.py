@@ -1,0 +1,122 @@
+"""Proposed scores, the pairwise objective, the coordinate search and judged metrics.
+
+The candidate family multiplies each of the six applied additive weights by a factor in
+[0.25, 4] and renormalizes (``retrieval.multipliers``); everything else a receipt recorded —
+features, temporal bonus, epistemic factor, node-type boost, relevance cap, rounding, and the
+ordered operations (neural blends, session/episode decays, current-update) — is replayed as it
+was. Unity reproduces the recorded scores exactly.
+
+Objective (training groups only): for each explicit (positive, negative) pair
+z = margin·(s_neg − s_pos) and loss = softplus(z); a request's loss is the mean over its pairs,
+a group's the mean over its requests, the objective the mean over groups plus
+regularization·Σ (ln m_f)². The comparison objective follows RankNet's pairwise loss; the
+optimizer is a deterministic coordinate search in log space (algorithm
+``pairwise_weight_multipliers_v1``), not a neural network or gradient method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from prme_core.learning.metrics import discounts
+from prme_core.learning.observations import Judged
+from prme_core.retrieval.formula import weighted_base_scores
+from prme_core.retrieval.multipliers import MAX_MULTIPLIER, MIN_MULTIPLIER, adjusted_weight_matrix
+
+FIT_ALGORITHM = "pairwise_weight_multipliers_v1"
+STEP_SCHEDULE = (0.5, 0.25, 0.125, 0.0625)
+IMPROVEMENT_EPSILON = 1e-12
+_LOW, _HIGH = math.log(MIN_MULTIPLIER), math.log(MAX_MULTIPLIER)
+
+
+def proposed_scores(judged: Judged, multipliers: np.ndarray) -> np.ndarray:
+    """Every judged candidate's score under ``multipliers`` (bit-identical to retrieval)."""
+    weights = adjusted_weight_matrix(judged.weights, multipliers)
+    s = weighted_base_scores(judged.features, weights, judged.scalars)
+    for layer in judged.layers:
+        c = layer.coefficient
+        blended = (1.0 - c) * layer.neural + c * s
+        s = np.where(layer.kind == 1, blended, np.where(layer.kind == 2, s * c, s))
+    return s
+
+
+@dataclass
+class PairwiseObjective:
+    judged: Judged
+    request_group: np.ndarray  # group index of each request of ``judged``
+    margin_scale: float
+    regularization: float
+
+    def __post_init__(self) -> None:
+        self.requests = int(self.request_group.size)
+        self.pairs_per_request = np.bincount(self.judged.pair_request, minlength=self.requests).astype(np.float64)
+        self.groups = int(self.request_group.max(initial=-1)) + 1
+        self.requests_per_group = np.bincount(self.request_group, minlength=self.groups).astype(np.float64)
+
+    def loss(self, log_multipliers: np.ndarray) -> float:
+        scores = proposed_scores(self.judged, np.exp(log_multipliers))
+        z = self.margin_scale * (scores[self.judged.pair_negative] - scores[self.judged.pair_positive])
+        pair_loss = np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+        request_loss = np.bincount(self.judged.pair_request, pair_loss, minlength=self.requests) / self.pairs_per_request
+        group_loss = np.bincount(self.request_group, request_loss, minlength=self.groups) / self.requests_per_group
+        return float(group_loss.mean() + self.regularization * np.sum(log_multipliers ** 2))
+
+
+def coordinate_search(objective: PairwiseObjective, passes_per_step: int) -> tuple[np.ndarray, float, float]:
+    """Start at unity; for each step of the schedule, up to ``passes_per_step`` passes over the
+    six factors in fixed order, trying −step then +step (clamped to [0.25, 4]); a move is kept
+    only if it lowers the best loss by more than 1e-12. Returns (multipliers, loss at unity,
+    final loss)."""
+    current = np.zeros(6)
+    best = before = objective.loss(current)
+    for step in STEP_SCHEDULE:
+        for _ in range(passes_per_step):
+            changed = False
+            for feature in range(6):
+                start = current[feature]
+                for move in (-step, step):
+                    value = min(max(start + move, _LOW), _HIGH)
+                    if value == current[feature]:
+                        continue
+                    trial = current.copy()
+                    trial[feature] = value
+                    loss = objective.loss(trial)
+                    if loss < best - IMPROVEMENT_EPSILON:
+                        best, current, changed = loss, trial, True
+            if not changed:
+                break
+    return np.clip(np.exp(current), MIN_MULTIPLIER, MAX_MULTIPLIER), before, best
+
+
+def judged_positions(judged: Judged, scores: np.ndarray) -> np.ndarray:
+    """Each judged candidate's 0-based position among its request's judged candidates, ordered
+    by the receipt's recorded sort policy applied to ``scores``."""
+    reranked_tail = (judged.policy == 1) & ~judged.reranked
+    tier = reranked_tail.astype(np.int64)
+    uses_path = (judged.policy == 0) | reranked_tail
+    path_key = np.where(uses_path, -judged.path, 0.0)
+    order = np.lexsort((judged.id_low, judged.id_high, path_key, -scores, tier, judged.request))
+    sorted_requests = judged.request[order]
+    starts = np.searchsorted(sorted_requests, sorted_requests, side="left")
+    positions = np.empty(judged.size, dtype=np.int64)
+    positions[order] = np.arange(judged.size) - starts
+    return positions
+
+
+def judged_metrics(judged: Judged, scores: np.ndarray, requests: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(judged NDCG@k, pairwise accuracy) per request under ``scores``."""
+    positions = judged_positions(judged, scores)
+    table = discounts(max(k, 1))
+    gains = np.where(judged.positive & (positions < k), table[np.minimum(positions, k - 1)], 0.0)
+    dcg = np.bincount(judged.request, gains, minlength=requests)
+    n_pos = np.bincount(judged.request, judged.positive.astype(np.float64), minlength=requests).astype(np.int64)
+    ideal = np.concatenate([[0.0], np.cumsum(table)])[np.minimum(n_pos, k)]
+    ndcg = np.divide(dcg, ideal, out=np.zeros(requests), where=ideal > 0)
+    ahead = (positions[judged.pair_positive] < positions[judged.pair_negative]).astype(np.float64)
+    pairs = np.bincount(judged.pair_request, minlength=requests).astype(np.float64)
+    accuracy = np.divide(np.bincount(judged.pair_request, ahead, minlength=requests), pairs,
+                         out=np.zeros(requests), where=pairs > 0)
+    return ndcg, accuracy

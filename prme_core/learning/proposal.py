@@ -1,0 +1,162 @@
+"""The offline proposal report: what was learned from which evidence, and the gate's decision.
+
+A report that loads is consistent: its validator recomputes the validation means from the
+per-group results, the bootstrap interval from the per-group differences (same seed, same
+samples), the decision from the gate, and the input checksum from the recorded inputs, and
+refuses to load if any of them disagree (a tampered decision, metric or checksum).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+from uuid import UUID
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from prme_core.canonical import canonical_digest
+from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
+from prme_core.learning.config import LearningConfig
+from prme_core.learning.fit import FIT_ALGORITHM
+from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
+from prme_core.learning.split import SPLIT_ALGORITHM, is_validation
+from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
+from prme_core.types import FrozenModel, Owner, Sha256Hex
+
+OFFLINE_LIMITATIONS = (
+    "Scores only candidates the recorded retrievals returned and people judged; candidate generation, "
+    "neural prefix membership, session lineage and packing are held fixed.",
+    "A positive result does not establish better complete retrieval, context selection, answers or transfer "
+    "to unseen tasks; the separate full-retrieval holdout is required before any profile.",
+    "Relevance labels are judgments, not verified facts; unlabelled candidates are not negatives.",
+)
+
+Unit = float
+
+
+class QueryLearningResult(FrozenModel):
+    """Per-group metrics (means over the group's requests) at unity and under the proposal."""
+
+    group_id: Sha256Hex
+    split: Literal["train", "validation"]
+    request_ids: tuple[UUID, ...] = Field(min_length=1)
+    query_digests: tuple[Sha256Hex, ...] = Field(min_length=1)
+    baseline_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
+    candidate_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
+    baseline_ndcg: float = Field(ge=0.0, le=1.0)
+    candidate_ndcg: float = Field(ge=0.0, le=1.0)
+
+
+class LearningCoverage(FrozenModel):
+    feedback_records: int = Field(ge=0)
+    requests_with_pairs: int = Field(ge=0)
+    training_queries: int = Field(ge=0)
+    validation_queries: int = Field(ge=0)
+    explicit_pairs: int = Field(ge=0)
+
+
+def learning_input_checksum(*, owner: str, scopes: tuple[str, ...], surface: str, snapshot_sha256: str,
+                            query_groups: dict[str, str]) -> str:
+    """What the proposal was computed from: the snapshot identity and the caller's groups."""
+    return canonical_digest({"owner": owner, "scopes": list(scopes), "surface": surface,
+                             "snapshot_sha256": snapshot_sha256, "query_groups": dict(sorted(query_groups.items()))})
+
+
+class LearningEvaluation(FrozenModel):
+    """The offline proposal report (schema version 1)."""
+
+    schema_version: Literal[1] = 1
+    algorithm: Literal["pairwise_weight_multipliers_v1"] = FIT_ALGORITHM
+    split_algorithm: Literal["sha256-seeded-group-hash-v1"] = SPLIT_ALGORITHM
+    bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
+    owner: Owner
+    scopes: tuple[str, ...] = Field(min_length=1)
+    surface: Literal["results", "context"]
+    config: LearningConfig
+    snapshot_sha256: Sha256Hex
+    input_checksum: Sha256Hex
+    query_groups: dict[str, str] = Field(default_factory=dict)
+    feedback_ids: tuple[UUID, ...]
+    receipt_checksums: dict[str, Sha256Hex]
+    multipliers: RankingMultipliers
+    decision: OfflineDecision
+    training_loss_before: float | None = None
+    training_loss_after: float | None = None
+    validation_ndcg_gain: float | None = None
+    validation_pairwise_gain: float | None = None
+    validation_gain_interval: tuple[float, float] | None = None
+    coverage: LearningCoverage
+    exclusions: dict[str, int] = Field(default_factory=dict)
+    queries: tuple[QueryLearningResult, ...] = ()
+    limitations: tuple[str, ...] = OFFLINE_LIMITATIONS
+
+    @model_validator(mode="after")
+    def _rederive(self) -> "LearningEvaluation":
+        if tuple(sorted(set(self.scopes))) != self.scopes:
+            raise ValueError("scopes must be sorted and unique")
+        if len(set(self.feedback_ids)) != len(self.feedback_ids) or self.coverage.feedback_records != len(self.feedback_ids):
+            raise ValueError("feedback ids must be unique and match coverage.feedback_records")
+        if any(v <= 0 for v in self.exclusions.values()):
+            raise ValueError("exclusions list only reasons that occurred")
+        expected = learning_input_checksum(owner=self.owner, scopes=self.scopes, surface=self.surface,
+                                           snapshot_sha256=self.snapshot_sha256, query_groups=self.query_groups)
+        if expected != self.input_checksum:
+            raise ValueError("input_checksum does not match the recorded inputs")
+        enough = (self.coverage.training_queries >= self.config.min_training_queries
+                  and self.coverage.validation_queries >= self.config.min_validation_queries)
+        if self.decision == "insufficient_data" or not enough:
+            self._check_insufficient(enough)
+            return self
+        self._check_queries()
+        if None in (self.training_loss_before, self.training_loss_after):
+            raise ValueError("a fitted report records its training losses")
+        before, after = self.training_loss_before, self.training_loss_after
+        if not (math.isfinite(before) and math.isfinite(after) and 0.0 <= after <= before + TOLERANCE):  # type: ignore[arg-type]
+            raise ValueError("training loss must be finite, non-negative and not increase")
+        validation = [q for q in self.queries if q.split == "validation"]
+        diffs = np.array([q.candidate_ndcg - q.baseline_ndcg for q in validation])
+        pairwise = float(np.mean([q.candidate_pairwise_accuracy - q.baseline_pairwise_accuracy for q in validation]))
+        gain = float(diffs.mean())
+        if abs(gain - (self.validation_ndcg_gain or 0.0)) > TOLERANCE or \
+                abs(pairwise - (self.validation_pairwise_gain or 0.0)) > TOLERANCE:
+            raise ValueError("validation gains do not match the per-group metrics")
+        interval = bootstrap_interval(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
+        if self.validation_gain_interval is None or tuple(self.validation_gain_interval) != interval:
+            raise ValueError("the bootstrap interval does not match the per-group differences")
+        decision = offline_decision(enough_groups=True, ndcg_gain=gain, interval_low=interval[0],
+                                    pairwise_gain=pairwise, min_ndcg_gain=self.config.min_ndcg_gain)
+        if decision != self.decision:
+            raise ValueError("learning decision does not match its validation evidence")
+        return self
+
+    def _check_insufficient(self, enough: bool) -> None:
+        if self.decision != "insufficient_data" or enough:
+            raise ValueError("insufficient_data is the decision exactly when coverage is below the minimum")
+        if self.multipliers != UNITY or self.queries:
+            raise ValueError("an insufficient-coverage report keeps unity multipliers and reports no fit")
+        if any(v is not None for v in (self.training_loss_before, self.training_loss_after, self.validation_ndcg_gain,
+                                       self.validation_pairwise_gain, self.validation_gain_interval)):
+            raise ValueError("an insufficient-coverage report records no losses or metrics")
+
+    def _check_queries(self) -> None:
+        ids = [q.group_id for q in self.queries]
+        if ids != sorted(set(ids)):
+            raise ValueError("queries must be sorted by group id and unique")
+        for q in self.queries:
+            split = "validation" if is_validation(q.group_id, seed=self.config.seed,
+                                                  validation_fraction=self.config.validation_fraction) else "train"
+            if q.split != split:
+                raise ValueError(f"group {q.group_id} is recorded in the wrong split")
+            if not {str(r) for r in q.request_ids} <= set(self.receipt_checksums):
+                raise ValueError(f"group {q.group_id} names requests outside the recorded receipts")
+        train = sum(q.split == "train" for q in self.queries)
+        requests = sum(len(q.request_ids) for q in self.queries)
+        if (train, len(self.queries) - train, requests) != (self.coverage.training_queries,
+                                                             self.coverage.validation_queries,
+                                                             self.coverage.requests_with_pairs):
+            raise ValueError("coverage counts do not match the per-group results")
+
+    def query_digests(self) -> frozenset[str]:
+        """Digests of every normalized query used for training or validation (holdouts must avoid them)."""
+        return frozenset(d for q in self.queries for d in q.query_digests)

@@ -1,0 +1,83 @@
+"""Synthetic receipts and judgments with a planted signal (tests, benchmarks, null controls).
+
+Each receipt is a genuine, replayable version-9 receipt: candidate features are drawn at
+random, scores come from the real formula under the default weights, candidates are ordered by
+the real sort policy. Relevance is planted on one feature (``signal``): a candidate is relevant
+when that feature plus noise exceeds a threshold, so a learner that raises that feature's weight
+should improve, and a learner fed labels shuffled within each request should not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from uuid import UUID
+
+import numpy as np
+
+from prme_core.feedback.relevance import RelevanceRecord
+from prme_core.receipts.model import ReceiptCandidate, RetrievalExecution, RetrievalReceipt, ScoreProvenance, ScoreTrace
+from prme_core.receipts.projection import scope_key
+from prme_core.receipts.store import receipt_bytes
+from prme_core.retrieval.config import WEIGHT_FIELDS, PackingConfig, ScoringWeights
+from prme_core.retrieval.formula import sort_key, weighted_base_scores
+
+SYNTHETIC_CLOCK = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def _uuid(rng: random.Random) -> UUID:
+    return UUID(int=rng.getrandbits(128), version=4)
+
+
+def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Sequence[str] = ("personal",),
+                      candidates: int = 20, signal: str = "lexical", noise: float = 0.15,
+                      threshold: float = 0.75, weights: ScoringWeights | None = None) -> tuple[RetrievalReceipt, set[UUID]]:
+    """A replayable receipt and the set of its candidates planted as relevant."""
+    weights = weights or ScoringWeights()
+    feats = np.array([[rng.random() for _ in range(6)] + [1.0, 0.0, 1.0] for _ in range(candidates)])
+    signal_col = WEIGHT_FIELDS.index(signal)
+    relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(candidates)]) > threshold
+    w = np.tile(np.array(weights.vector()), (candidates, 1))
+    scalars = np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (candidates, 1))
+    scores = weighted_base_scores(feats, w, scalars)
+    ids = [_uuid(rng) for _ in range(candidates)]
+    paths = [("lexical", "semantic") if rng.random() < 0.5 else ("lexical",) for _ in range(candidates)]
+    path_scores = [min(len(p) / 3.0, 1.0) for p in paths]
+    order = sorted(range(candidates), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i],
+                                                              ids[i].int, False))
+    cands = []
+    for rank, i in enumerate(order):
+        trace = ScoreTrace(**dict(zip(("semantic", "lexical", "graph", "recency", "salience", "confidence",
+                                       "epistemic_weight", "temporal_affinity", "node_type_boost"),
+                                      (float(v) for v in feats[i]))), path_score=path_scores[i],
+                           base_score=float(scores[i]))
+        cands.append(ReceiptCandidate(
+            node_id=ids[i], scope=scopes[0], content_sha256=hashlib.sha256(ids[i].bytes).hexdigest(),
+            score=float(scores[i]), paths=paths[i],
+            provenance=ScoreProvenance(formula_version=1, base_node_id=ids[i], weights=0, trace=trace),
+        ))
+    receipt = RetrievalReceipt.build(
+        schema_version=9, request_id=_uuid(rng), owner=owner, query=query, reference_time=SYNTHETIC_CLOCK,
+        scopes=tuple(sorted(set(scopes))), result_limit=candidates, min_score=0.0, scoring=weights,
+        packing=PackingConfig(), weight_sets=(weights,), ranking_policy="score_path_id", candidates=tuple(cands),
+        execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
+    )
+    return receipt, {ids[i] for i in range(candidates) if relevant_mask[i]}
+
+
+def synthetic_record(rng: random.Random, receipt: RetrievalReceipt, relevant: set[UUID], *,
+                     judged: int | None = None, shuffle: bool = False,
+                     method: str = "structured_evaluation") -> RelevanceRecord:
+    """Labels for the first ``judged`` candidates (all by default); ``shuffle`` permutes the
+    labels among those candidates (the null control: same label counts, no signal)."""
+    nodes = [c.node_id for c in receipt.candidates][: judged or len(receipt.candidates)]
+    labels = [n in relevant for n in nodes]
+    if shuffle:
+        rng.shuffle(labels)
+    return RelevanceRecord(
+        feedback_id=_uuid(rng), request_id=receipt.request_id, labels=dict(zip(nodes, labels)),
+        surface="results", method=method, owner=receipt.owner, recorded_at=SYNTHETIC_CLOCK,
+        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(), scope_key=scope_key(receipt.scopes),
+    )
