@@ -65,3 +65,16 @@ class StoreUnavailable(PrmeError):
 
 class UnsupportedOperation(PrmeError, ValueError):
     """The request is well formed but cannot be honoured under the current configuration."""
+
+
+class HoldoutIntegrityError(IntegrityError, ValueError):
+    """A full-retrieval holdout is not a valid paired experiment (arms differ outside the declared
+    multiplier change, receipts are reused or mismatched, or holdout queries overlap training)."""
+
+
+class MemoryChangedDuringHoldout(IntegrityError):
+    """The owner's memory changed while holdout pairs were produced; pause writes and rerun."""
+
+
+class HoldoutQueryNotFound(NotFound):
+    """No registered holdout query with that id exists for the owner and scope set."""

@@ -174,7 +174,7 @@ def test_other_surfaces_scopes_legacy_and_rank_fused_receipts_are_counted_not_mi
     prepared = prepare(snapshot, owner=OWNER, scopes=["personal"])
     assert prepared.exclusions == {"other_scope_records": 1, "legacy_receipt_records": 1,
                                    "rank_fusion_receipt_records": 1}
-    assert {r.request_id for r in prepared.requests} == {r.request_id for r, _ in items}
+    assert {r.request_id for r in prepared.requests} == {str(r.request_id) for r, _ in items}
     on_context = prepare(snapshot, owner=OWNER, scopes=["personal"], surface="context")
     assert on_context.exclusions == {"other_surface_records": len(records) + 3} and on_context.requests == []
 

@@ -9,14 +9,22 @@ from prme_core.feedback import ablation, citations, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
 from prme_core.feedback.relevance import RelevanceRecord
+from prme_core.learning import holdout
 from prme_core.learning.config import LearningConfig
+from prme_core.learning.full_retrieval import (
+    FullRetrievalEvaluation,
+    FullRetrievalEvaluationConfig,
+    FullRetrievalTrial,
+    evaluate_full_retrieval,
+)
+from prme_core.learning.holdout import HoldoutQuery, HoldoutQuerySpec, HoldoutRun
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, FeedbackSnapshot, cut_snapshot
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.store import get_receipt
+from prme_core.receipts.store import get_receipt, get_receipts
 from prme_core.retrieval.config import Fidelity
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
@@ -194,3 +202,58 @@ class MemoryClient:
         snapshot = cut_snapshot(self.store, owner, max_records=max_records)
         return evaluate_learning(snapshot, owner=owner, scopes=scopes, surface=surface, config=config,
                                  query_groups=query_groups)
+
+    # --- full-retrieval holdout ---------------------------------------------------------
+
+    def register_holdout_queries(self, owner: str, scopes: Sequence[str],
+                                 queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]) -> list[HoldoutQuery]:
+        """Register held-out queries with their complete relevant sets (append-only, idempotent)."""
+        return holdout.register_holdout_queries(self.store, owner, scopes, queries)
+
+    def list_holdout_queries(self, owner: str, scopes: Sequence[str]) -> list[HoldoutQuery]:
+        """Active holdout queries for exactly this scope set."""
+        return holdout.list_holdout_queries(self.store, owner, scopes)
+
+    def retire_holdout_queries(self, owner: str, scopes: Sequence[str], holdout_ids: Sequence[Any]) -> int:
+        """Retire holdout queries (an append-only record); returns how many were newly retired."""
+        return holdout.retire_holdout_queries(self.store, owner, scopes, holdout_ids)
+
+    def memory_artifact_digest(self, owner: str) -> str:
+        """SHA-256 of the owner's complete memory state (every node version and edge)."""
+        return holdout.memory_artifact_digest(self.store, owner)
+
+    def run_holdout(self, owner: str, scopes: Sequence[str], *, candidate_multipliers: Any,
+                    baseline_multipliers: Any = None, excluded_query_digests: Any = frozenset(),
+                    limit_override: int | None = None) -> HoldoutRun:
+        """Paired baseline/candidate retrievals of every active holdout query over frozen memory."""
+        return holdout.run_holdout(self, owner, scopes, candidate_multipliers=candidate_multipliers,
+                                   baseline_multipliers=baseline_multipliers,
+                                   excluded_query_digests=excluded_query_digests, limit_override=limit_override)
+
+    def evaluate_full_retrieval(self, trials: Sequence[FullRetrievalTrial | Mapping[str, Any]], *, owner: str,
+                                scopes: Sequence[str], proposal_input_checksum: str, memory_artifact_sha256: str,
+                                candidate_multipliers: Any, baseline_multipliers: Any = None,
+                                config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+                                ) -> FullRetrievalEvaluation:
+        """Evaluate paired trials whose receipts are read from this store (owner-checked)."""
+        from prme_core.validation import parse_model
+
+        parsed = [parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)]
+        ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
+        receipts = get_receipts(self.store, check_owner(owner), ids)
+        return evaluate_full_retrieval(receipts, parsed, owner=owner, scopes=scopes,
+                                       proposal_input_checksum=proposal_input_checksum,
+                                       memory_artifact_sha256=memory_artifact_sha256,
+                                       candidate_multipliers=candidate_multipliers,
+                                       baseline_multipliers=baseline_multipliers, config=config)
+
+    def evaluate_holdout(self, proposal: LearningEvaluation, *, baseline_multipliers: Any = None,
+                         config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+                         ) -> FullRetrievalEvaluation:
+        """Run the registered holdout for a proposal's owner and scope set and evaluate it:
+        the candidate arm uses the proposal's multipliers, and holdout queries that the
+        proposal trained or validated on are refused."""
+        run = self.run_holdout(proposal.owner, proposal.scopes, candidate_multipliers=proposal.multipliers,
+                               baseline_multipliers=baseline_multipliers,
+                               excluded_query_digests=proposal.query_digests())
+        return run.evaluate(proposal.input_checksum, config)

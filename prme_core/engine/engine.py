@@ -19,6 +19,8 @@ ASYNC_METHODS: tuple[str, ...] = (
     "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
     "retrieve", "get_receipt", "record_relevance", "get_relevance", "list_relevance", "record_answer_citations",
     "get_answer_citations", "list_answer_citations", "snapshot_feedback", "evaluate_learning",
+    "register_holdout_queries", "list_holdout_queries", "retire_holdout_queries", "memory_artifact_digest",
+    "run_holdout", "evaluate_full_retrieval", "evaluate_holdout",
 )
 
 

@@ -27,6 +27,7 @@ from prme_core.errors import InvalidInput, PrmeError
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.snapshot import FeedbackSnapshot, MissingEvidence
 from prme_core.learning.split import group_id, is_validation, query_digest
+from prme_core.receipts.projection import FLOAT_COLUMNS
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.text import normalize_query
 from prme_core.validation import check_owner
@@ -50,7 +51,7 @@ class PairBudgetExceeded(PrmeError, ValueError):
 
 @dataclass
 class Request:
-    request_id: UUID
+    request_id: str
     group: str
     validation: bool
     positives: list[int]  # receipt ranks of unambiguous positives
@@ -88,8 +89,7 @@ class Judged:
     path: np.ndarray
     reranked: np.ndarray
     policy: np.ndarray
-    id_high: np.ndarray
-    id_low: np.ndarray
+    id_key: np.ndarray  # tie-break order of the node id among its request's judged candidates
     layers: list[Layer]
     pair_positive: np.ndarray  # row indices of each explicit pair's positive
     pair_negative: np.ndarray
@@ -98,6 +98,19 @@ class Judged:
     @property
     def size(self) -> int:
         return int(self.request.size)
+
+    def weight_sets(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(distinct applied weight rows, index of each row's set — None when all rows share
+        one set, the usual case). Lets a proposal renormalize each distinct set once."""
+        cached = getattr(self, "_sets", None)
+        if cached is None:
+            if self.size == 0 or bool(np.all(self.weights == self.weights[0])):
+                cached = (self.weights[:1], None)
+            else:
+                sets, index = np.unique(self.weights, axis=0, return_inverse=True)
+                cached = (sets, index.reshape(-1))
+            object.__setattr__(self, "_sets", cached)
+        return cached
 
     def subset(self, requests: np.ndarray) -> "Judged":
         """The rows of the given request indices, re-indexed 0..len(requests)-1 (e.g. training)."""
@@ -112,7 +125,7 @@ class Judged:
             request=request_map[self.request[index]], positive=self.positive[index], features=self.features[index],
             weights=self.weights[index], scalars=self.scalars[index], recorded_base=self.recorded_base[index],
             recorded=self.recorded[index], path=self.path[index], reranked=self.reranked[index],
-            policy=self.policy[index], id_high=self.id_high[index], id_low=self.id_low[index],
+            policy=self.policy[index], id_key=self.id_key[index],
             layers=[Layer(layer.kind[index], layer.coefficient[index], layer.neural[index]) for layer in self.layers],
             pair_positive=row_map[self.pair_positive[pair_keep]], pair_negative=row_map[self.pair_negative[pair_keep]],
             pair_request=request_map[self.pair_request[pair_keep]],
@@ -127,7 +140,7 @@ class Prepared:
     config: LearningConfig
     query_groups: dict[str, str]
     snapshot_sha256: str
-    feedback_ids: tuple[UUID, ...]
+    feedback_ids: tuple[str, ...]
     receipt_checksums: dict[str, str]
     exclusions: dict[str, int]
     requests: list[Request]
@@ -156,14 +169,14 @@ def _query_groups(query_groups: Mapping[Any, Any] | None, snapshot: FeedbackSnap
     out: dict[str, str] = {}
     for key, name in query_groups.items():
         try:
-            request = UUID(str(key))
+            request = str(UUID(str(key)))
         except ValueError:
             raise InvalidInput("query_groups", f"key {key!r} is not a request id") from None
         if request not in snapshot.receipts:
             raise InvalidInput("query_groups", f"request {request} is not a receipt of this snapshot")
         if not isinstance(name, str) or not name.strip() or len(name) > 512:
             raise InvalidInput("query_groups", f"group name for {request} must be a non-blank string of ≤ 512 characters")
-        out[str(request)] = name
+        out[request] = name
     return dict(sorted(out.items()))
 
 
@@ -179,10 +192,10 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
     config = config or LearningConfig()
     groups_by_request = _query_groups(query_groups, snapshot)
 
-    _validate_records(snapshot, owner)
     exclusions = dict.fromkeys(EXCLUSION_KEYS, 0)
-    votes: dict[UUID, dict[int, set[bool]]] = {}
+    votes: dict[str, tuple[set[int], set[int]]] = {}  # request → (ranks voted true, ranks voted false)
     for record in snapshot.records:
+        ranked = _validated_labels(snapshot, record, owner)  # every record, before any exclusion
         header = snapshot.receipts[record.request_id].header
         if record.surface != surface:
             exclusions["other_surface_records"] += 1
@@ -193,20 +206,20 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
         elif header["fusion"] != "weighted":
             exclusions["rank_fusion_receipt_records"] += 1
         else:
-            ranks = _rank_of(snapshot, record.request_id)
-            pooled = votes.setdefault(record.request_id, {})
-            for node, value in record.labels.items():
-                pooled.setdefault(ranks[str(node)], set()).add(value)
+            true_votes, false_votes = votes.setdefault(record.request_id, (set(), set()))
+            for rank, value in ranked:
+                (true_votes if value else false_votes).add(rank)
 
     explicit_names = _explicit_groups(snapshot, groups_by_request)
     requests: list[Request] = []
     groups: dict[str, Group] = {}
-    for request_id in sorted(votes, key=str):
-        pooled = votes[request_id]
-        conflicting = [r for r, v in pooled.items() if len(v) > 1]
+    group_of_query: dict[str, tuple[str, str]] = {}
+    for request_id in sorted(votes):
+        true_votes, false_votes = votes[request_id]
+        conflicting = true_votes & false_votes
         exclusions["conflicting_candidate_labels"] += len(conflicting)
-        positives = sorted(r for r, v in pooled.items() if v == {True})
-        negatives = sorted(r for r, v in pooled.items() if v == {False})
+        positives = sorted(true_votes - conflicting)
+        negatives = sorted(false_votes - conflicting)
         if not positives or not negatives:
             exclusions["requests_without_explicit_pairs"] += 1
             continue
@@ -215,121 +228,136 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
                 f"request {request_id} has {len(positives) * len(negatives)} explicit pairs; max_pairs_per_request "
                 f"is {config.max_pairs_per_request} (raise it — pairs are never sampled)")
         query = snapshot.receipts[request_id].header["query"]
-        normalized = normalize_query(query)
-        gid = group_id(normalized, explicit_names.get(normalized))
+        known = group_of_query.get(query)
+        if known is None:
+            normalized = normalize_query(query)
+            known = group_of_query[query] = (group_id(normalized, explicit_names.get(normalized)), query_digest(query))
+        gid, digest = known
         info = groups.get(gid)
         if info is None:
             info = groups[gid] = Group(gid, is_validation(gid, seed=config.seed,
                                                           validation_fraction=config.validation_fraction))
         info.requests.append(len(requests))
-        info.query_digests.add(query_digest(query))
+        info.query_digests.add(digest)
         requests.append(Request(request_id, gid, info.validation, positives, negatives))
 
     return Prepared(
         owner=owner, scopes=scopes, surface=surface, config=config, query_groups=groups_by_request,
         snapshot_sha256=snapshot.snapshot_sha256, feedback_ids=tuple(r.feedback_id for r in snapshot.records),
-        receipt_checksums={str(k): v.checksum for k, v in sorted(snapshot.receipts.items(), key=lambda kv: str(kv[0]))},
+        receipt_checksums={k: v.checksum for k, v in sorted(snapshot.receipts.items())},
         exclusions={k: v for k, v in exclusions.items() if v}, requests=requests, groups=groups,
         judged=_judged_arrays(snapshot, requests),
     )
 
 
-def _rank_of(snapshot: FeedbackSnapshot, request_id: UUID) -> dict[str, int]:
-    ids = snapshot.receipts[request_id].arrays()["node_id"]
-    return {node: i for i, node in enumerate(ids)}
-
-
-def _validate_records(snapshot: FeedbackSnapshot, owner: str) -> None:
-    for record in snapshot.records:
-        if record.owner != owner:
-            raise InvalidEvidence(f"relevance record {record.feedback_id} belongs to another owner")
-        evidence = snapshot.receipts.get(record.request_id)
-        if evidence is None:
-            raise MissingEvidence(f"relevance record {record.feedback_id} requires its saved receipt "
-                                  f"{record.request_id}, which the snapshot does not hold")
-        if evidence.checksum != record.receipt_checksum:
-            raise InvalidEvidence(f"relevance record {record.feedback_id} was bound to a different receipt checksum "
-                                  "than the stored receipt; the evidence cannot be used")
-        cols = evidence.arrays()
-        ranks = _rank_of(snapshot, record.request_id)
-        for node, positive in record.labels.items():
-            rank = ranks.get(str(node))
-            if rank is None:
-                raise InvalidEvidence(f"relevance record {record.feedback_id} labels {node}, which is not a "
-                                      "candidate of its receipt")
-            if record.surface == "context" and (not cols["in_context"][rank] or (positive and not cols["has_content"][rank])):
-                raise InvalidEvidence(f"relevance record {record.feedback_id}: context labels need included entries "
-                                      "and positive ones need content-bearing entries")
+def _validated_labels(snapshot: FeedbackSnapshot, record: Any, owner: str) -> list[tuple[int, bool]]:
+    """The record's labels as (receipt rank, value) after checking it against its receipt."""
+    if record.owner != owner:
+        raise InvalidEvidence(f"relevance record {record.feedback_id} belongs to another owner")
+    evidence = snapshot.receipts.get(record.request_id)
+    if evidence is None:
+        raise MissingEvidence(f"relevance record {record.feedback_id} requires its saved receipt "
+                              f"{record.request_id}, which the snapshot does not hold")
+    if evidence.checksum != record.receipt_checksum:
+        raise InvalidEvidence(f"relevance record {record.feedback_id} was bound to a different receipt checksum "
+                              "than the stored receipt; the evidence cannot be used")
+    ids = evidence.node_ids()
+    out = []
+    context = record.surface == "context"
+    in_context, has_content = evidence.flags() if context else (None, None)
+    for node, positive in record.labels.items():
+        try:
+            rank = ids.index(node)
+        except ValueError:
+            raise InvalidEvidence(f"relevance record {record.feedback_id} labels {node}, which is not a "
+                                  "candidate of its receipt") from None
+        if context and (not in_context[rank] or (positive and not has_content[rank])):  # type: ignore[index]
+            raise InvalidEvidence(f"relevance record {record.feedback_id}: context labels need included entries "
+                                  "and positive ones need content-bearing entries")
+        out.append((rank, positive))
+    return out
 
 
 def _explicit_groups(snapshot: FeedbackSnapshot, groups_by_request: dict[str, str]) -> dict[str, str]:
     """normalized query → explicit group name; one normalized query cannot take two names."""
     names: dict[str, str] = {}
     for request, name in groups_by_request.items():
-        normalized = normalize_query(snapshot.receipts[UUID(request)].header["query"])
+        normalized = normalize_query(snapshot.receipts[request].header["query"])
         if names.setdefault(normalized, name) != name:
             raise InvalidInput("query_groups", "repeated queries cannot use different query groups "
                                f"({names[normalized]!r} and {name!r} for the same normalized query)")
     return names
 
 
+_FLOAT_INDEX = {name: i for i, name in enumerate(FLOAT_COLUMNS)}
+_FEATURE_ROWS = [_FLOAT_INDEX[c] for c in _FEATURES]
+_WEIGHT_ROWS = [_FLOAT_INDEX[c] for c in _WEIGHTS]
+_SCALAR_ROWS = [_FLOAT_INDEX["w_temporal_boost"], _FLOAT_INDEX["w_relevance_floor"]]
+
+
 def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> Judged:
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("request", "positive", "features", "weights", "scalars",
-                                                        "recorded_base", "recorded", "path", "reranked", "policy")}
-    ids: list[str] = []
-    ops: list[list[dict[str, Any]]] = []
-    pairs_p, pairs_n, pairs_r = [], [], []
-    offset = 0
-    for index, req in enumerate(requests):
-        evidence = snapshot.receipts[req.request_id]
-        cols = evidence.arrays()
-        ranks = np.array(req.positives + req.negatives, dtype=np.int64)
-        n = ranks.size
-        parts["request"].append(np.full(n, index, dtype=np.int64))
-        parts["positive"].append(np.arange(n) < len(req.positives))
-        parts["features"].append(np.stack([cols[c][ranks] for c in _FEATURES], axis=1))
-        parts["weights"].append(np.stack([cols[c][ranks] for c in _WEIGHTS], axis=1))
-        parts["scalars"].append(np.stack([cols["w_temporal_boost"][ranks], cols["w_relevance_floor"][ranks]], axis=1))
-        parts["recorded_base"].append(cols["f_base_score"][ranks])
-        parts["recorded"].append(cols["score"][ranks])
-        parts["path"].append(cols["f_path_score"][ranks])
-        parts["reranked"].append(~np.isnan(cols["reranker_score"][ranks]))
-        parts["policy"].append(np.full(n, _POLICY_CODES[evidence.header["ranking_policy"]], dtype=np.int64))
-        node_ids, adjustments = cols["node_id"], cols["adjustments"]
-        for r in ranks:
-            ids.append(node_ids[r])
-            ops.append(parse_json(adjustments[r]) if adjustments[r] != "[]" else [])
-        p = np.arange(len(req.positives)) + offset
-        q = np.arange(len(req.positives), n) + offset
-        pairs_p.append(np.repeat(p, q.size))
-        pairs_n.append(np.tile(q, p.size))
-        pairs_r.append(np.full(p.size * q.size, index, dtype=np.int64))
-        offset += n
     if not requests:
         empty = np.zeros(0)
         return Judged(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros((0, 9)), np.zeros((0, 6)), np.zeros((0, 2)),
-                      empty, empty, empty, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.uint64),
-                      np.zeros(0, np.uint64), [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    raw = np.frombuffer(bytes.fromhex("".join(i.replace("-", "") for i in ids)), dtype=">u8").reshape(-1, 2)
+                      empty, empty, empty, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), [],
+                      np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    blocks, sizes, n_pos, policies, id_keys = [], [], [], [], []
+    ops: dict[int, list[dict[str, Any]]] = {}  # row → its recorded operations (rows with none omitted)
+    row = 0
+    for req in requests:
+        evidence = snapshot.receipts[req.request_id]
+        ranks = req.positives + req.negatives
+        blocks.append(evidence.projection.float_block()[:, ranks])
+        sizes.append(len(ranks))
+        n_pos.append(len(req.positives))
+        policies.append(_POLICY_CODES[evidence.header["ranking_policy"]])
+        node_ids = evidence.node_ids()
+        judged_ids = [node_ids[r] for r in ranks]
+        # Ties break by node id; judged candidates only compete within their request, so the
+        # order of their id strings there is the whole key (string order = UUID order).
+        order = sorted(range(len(ranks)), key=judged_ids.__getitem__)
+        key = [0] * len(ranks)
+        for position, i in enumerate(order):
+            key[i] = position
+        id_keys.extend(key)
+        adjustments = evidence.adjustments()
+        if adjustments is not None:
+            for i, r in enumerate(ranks):
+                if adjustments[r] != "[]":
+                    ops[row + i] = parse_json(adjustments[r])
+        row += len(ranks)
+    floats = np.concatenate(blocks, axis=1)
+    size = np.array(sizes, dtype=np.int64)
+    positives = np.array(n_pos, dtype=np.int64)
+    negatives = size - positives
+    request = np.repeat(np.arange(len(requests), dtype=np.int64), size)
+    starts = np.concatenate([[0], np.cumsum(size)[:-1]])
+    positive = (np.arange(request.size) - starts[request]) < positives[request]
+    # Every (positive, negative) pair of every request, built without a Python loop.
+    per_request = positives * negatives
+    pair_request = np.repeat(np.arange(len(requests), dtype=np.int64), per_request)
+    offsets = np.concatenate([[0], np.cumsum(per_request)[:-1]])
+    within = np.arange(pair_request.size) - offsets[pair_request]
+    pair_p = starts[pair_request] + within // negatives[pair_request]
+    pair_n = starts[pair_request] + positives[pair_request] + within % negatives[pair_request]
     return Judged(
-        request=np.concatenate(parts["request"]), positive=np.concatenate(parts["positive"]),
-        features=np.concatenate(parts["features"]), weights=np.concatenate(parts["weights"]),
-        scalars=np.concatenate(parts["scalars"]), recorded_base=np.concatenate(parts["recorded_base"]),
-        recorded=np.concatenate(parts["recorded"]), path=np.concatenate(parts["path"]),
-        reranked=np.concatenate(parts["reranked"]), policy=np.concatenate(parts["policy"]),
-        id_high=raw[:, 0].astype(np.uint64), id_low=raw[:, 1].astype(np.uint64), layers=_layers(ops),
-        pair_positive=np.concatenate(pairs_p), pair_negative=np.concatenate(pairs_n), pair_request=np.concatenate(pairs_r),
+        request=request, positive=positive, features=floats[_FEATURE_ROWS].T.copy(),
+        weights=floats[_WEIGHT_ROWS].T.copy(), scalars=floats[_SCALAR_ROWS].T.copy(),
+        recorded_base=floats[_FLOAT_INDEX["f_base_score"]].copy(), recorded=floats[_FLOAT_INDEX["score"]].copy(),
+        path=floats[_FLOAT_INDEX["f_path_score"]].copy(), reranked=~np.isnan(floats[_FLOAT_INDEX["reranker_score"]]),
+        policy=np.repeat(np.array(policies, dtype=np.int64), size), id_key=np.array(id_keys, dtype=np.int64),
+        layers=_layers(ops, request.size), pair_positive=pair_p, pair_negative=pair_n, pair_request=pair_request,
     )
 
 
-def _layers(ops: list[list[dict[str, Any]]]) -> list[Layer]:
-    depth = max((len(o) for o in ops), default=0)
+def _layers(ops: dict[int, list[dict[str, Any]]], rows: int) -> list[Layer]:
+    depth = max((len(o) for o in ops.values()), default=0)
     layers = []
     for level in range(depth):
-        kind = np.zeros(len(ops), dtype=np.int64)
-        coefficient = np.ones(len(ops), dtype=np.float64)
-        neural = np.zeros(len(ops), dtype=np.float64)
-        for row, seq in enumerate(ops):
+        kind = np.zeros(rows, dtype=np.int64)
+        coefficient = np.ones(rows, dtype=np.float64)
+        neural = np.zeros(rows, dtype=np.float64)
+        for row, seq in ops.items():
             if level < len(seq):
                 op = seq[level]
                 kind[row] = _BLEND if op["kind"] == "neural_blend" else _MULTIPLY

@@ -8,6 +8,7 @@ computed once, after the fit. Nothing here changes any active weight or profile.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ def baseline_replay_check(prepared: Prepared) -> ReplayCheck:
     if judged.size == 0:
         return ReplayCheck(True, 0, 0, 0.0)
     scores = proposed_scores(judged, np.ones(6))
-    base = proposed_scores(judged.__class__(**{**judged.__dict__, "layers": []}), np.ones(6))
+    base = proposed_scores(dataclasses.replace(judged, layers=[]), np.ones(6))
     bad = (scores != judged.recorded) | (base != judged.recorded_base)
     worst = float(np.max(np.abs(scores - judged.recorded))) if bad.any() else 0.0
     return ReplayCheck(not bad.any(), judged.size, int(np.count_nonzero(bad)), worst)
@@ -70,7 +71,7 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
         input_checksum=learning_input_checksum(owner=prepared.owner, scopes=prepared.scopes, surface=prepared.surface,
                                                snapshot_sha256=prepared.snapshot_sha256,
                                                query_groups=prepared.query_groups),
-        feedback_ids=tuple(sorted(prepared.feedback_ids, key=str)), receipt_checksums=prepared.receipt_checksums,
+        feedback_ids=tuple(sorted(prepared.feedback_ids)), receipt_checksums=prepared.receipt_checksums,
         coverage=coverage_of(prepared), exclusions=prepared.exclusions,
     )
     if not coverage_sufficient(prepared):
@@ -105,7 +106,7 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
         idx = info.requests
         queries.append(QueryLearningResult(
             group_id=g, split="validation" if info.validation else "train",
-            request_ids=tuple(sorted((prepared.requests[i].request_id for i in idx), key=str)),
+            request_ids=tuple(sorted(prepared.requests[i].request_id for i in idx)),
             query_digests=tuple(sorted(info.query_digests)),
             baseline_pairwise_accuracy=float(np.mean(base_pairs[idx])),
             candidate_pairwise_accuracy=float(np.mean(cand_pairs[idx])),

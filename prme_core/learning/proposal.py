@@ -143,12 +143,13 @@ class LearningEvaluation(FrozenModel):
         ids = [q.group_id for q in self.queries]
         if ids != sorted(set(ids)):
             raise ValueError("queries must be sorted by group id and unique")
+        receipts = set(self.receipt_checksums)
         for q in self.queries:
             split = "validation" if is_validation(q.group_id, seed=self.config.seed,
                                                   validation_fraction=self.config.validation_fraction) else "train"
             if q.split != split:
                 raise ValueError(f"group {q.group_id} is recorded in the wrong split")
-            if not {str(r) for r in q.request_ids} <= set(self.receipt_checksums):
+            if not {str(r) for r in q.request_ids} <= receipts:
                 raise ValueError(f"group {q.group_id} names requests outside the recorded receipts")
         train = sum(q.split == "train" for q in self.queries)
         requests = sum(len(q.request_ids) for q in self.queries)

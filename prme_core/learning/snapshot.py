@@ -15,26 +15,84 @@ another process) can reload the identical cut and verify it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
-from pydantic import Field
+import numpy as np
 
-from prme_core.canonical import canonical_digest
+from prme_core.canonical import canonical_digest, parse_json
 from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, PrmeError
-from prme_core.feedback.records import parse_record, record_operation_id
+from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.projection import PackedProjection, packed_projection
+from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
 from prme_core.receipts.store import OP_RECEIPT
 from prme_core.storage.base import Store
+from prme_core.storage.records import StoredOperation
 from prme_core.types import FrozenModel, Owner, Sha256Hex
 from prme_core.validation import check_owner
 
 DEFAULT_MAX_RECORDS = 10_000
 MAX_RECORDS_BOUND = 100_000
+
+
+RECORD_FIELDS = frozenset(RelevanceRecord.model_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A relevance record as learning reads it: ids as canonical strings, labels keyed by
+    node-id string. Built from a verified payload without a full model round trip."""
+
+    feedback_id: str
+    request_id: str
+    labels: dict[str, bool]
+    surface: str
+    method: str
+    owner: str
+    receipt_checksum: str
+    scope_key: str
+
+    @classmethod
+    def of(cls, record: RelevanceRecord) -> "RecordView":
+        return cls(str(record.feedback_id), str(record.request_id), {str(k): v for k, v in record.labels.items()},
+                   record.surface, record.method, record.owner, record.receipt_checksum, record.scope_key)
+
+
+_SHA256 = re.compile("[0-9a-f]{64}")
+
+
+def _is_uuid_text(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 36 and value.count("-") == 4 and value == value.lower()
+
+
+def parse_record_payload(op: StoredOperation, owner: str) -> RecordView:
+    """A relevance record from an operation whose checksum was verified: structure, types and
+    identity are checked field by field (the payload was a validated model when admitted)."""
+    data = parse_json(op.payload)
+    bad = None
+    if not isinstance(data, dict) or set(data) != RECORD_FIELDS:
+        bad = "its fields"
+    elif data["schema_version"] != 1 or data["owner"] != owner or data["feedback_id"] != op.target_id:
+        bad = "its version, owner or identity"
+    elif not (_is_uuid_text(data["feedback_id"]) and _is_uuid_text(data["request_id"])):
+        bad = "its ids"
+    elif data["surface"] not in ("results", "context") or data["method"] not in ("explicit_user", "structured_evaluation"):
+        bad = "its surface or method"
+    elif not (isinstance(data["labels"], dict) and data["labels"]
+              and all(map(isinstance, data["labels"].values(), repeat(bool)))):
+        bad = "its labels"
+    elif not (isinstance(data["receipt_checksum"], str) and _SHA256.fullmatch(data["receipt_checksum"])):
+        bad = "its receipt checksum"
+    if bad:
+        raise CorruptRecord(f"stored relevance record {op.target_id} is malformed ({bad}); restore it from a backup")
+    return RecordView(data["feedback_id"], data["request_id"], data["labels"], data["surface"], data["method"],
+                      data["owner"], data["receipt_checksum"], data["scope_key"])
 
 
 class SnapshotTooLarge(PrmeError, ValueError):
@@ -49,7 +107,7 @@ class MissingEvidence(PrmeError, LookupError):
 class ReceiptEvidence:
     """A verified receipt as learning needs it: checksum plus its packed candidate projection."""
 
-    request_id: UUID
+    request_id: str
     checksum: str
     projection: PackedProjection
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -62,6 +120,26 @@ class ReceiptEvidence:
         if not self._arrays:
             self._arrays.update(self.projection.arrays())
         return self._arrays
+
+    def node_ids(self) -> list[str]:
+        """Candidate node ids (strings) in rank order (split once)."""
+        ids = self._arrays.get("_node_ids")
+        if ids is None:
+            ids = self._arrays["_node_ids"] = self.projection.node_ids.split("\x1f") if self.projection.node_ids else []
+        return ids
+
+    def adjustments(self) -> list[str] | None:
+        """Each candidate's recorded operations as JSON, or None when no candidate has any."""
+        text = self.projection.adjustments
+        n = int(self.header["candidate_count"])
+        if len(text) == 3 * n - 1:  # every entry is "[]"
+            return None
+        return text.split("\x1f")
+
+    def flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(in_context, has_content) per candidate."""
+        ints = self.projection.int_block()
+        return ints[INT_COLUMNS.index("in_context")], ints[INT_COLUMNS.index("has_content")]
 
 
 class SnapshotManifest(FrozenModel):
@@ -78,23 +156,23 @@ class SnapshotManifest(FrozenModel):
 class FeedbackSnapshot:
     owner: str
     max_records: int
-    records: tuple[RelevanceRecord, ...]  # sorted by feedback id
-    record_checksums: dict[UUID, str]
-    receipts: dict[UUID, ReceiptEvidence]
+    records: tuple[RecordView, ...]  # sorted by feedback id
+    record_checksums: dict[str, str]
+    receipts: dict[str, ReceiptEvidence]
     snapshot_sha256: str
 
     def manifest(self) -> SnapshotManifest:
         return SnapshotManifest(
-            owner=self.owner, max_records=self.max_records, feedback_ids=tuple(r.feedback_id for r in self.records),
-            receipt_checksums={str(k): v.checksum for k, v in sorted(self.receipts.items(), key=lambda kv: str(kv[0]))},
+            owner=self.owner, max_records=self.max_records, feedback_ids=tuple(UUID(r.feedback_id) for r in self.records),
+            receipt_checksums={k: v.checksum for k, v in sorted(self.receipts.items())},
             snapshot_sha256=self.snapshot_sha256,
         )
 
 
-def snapshot_digest(record_checksums: dict[UUID, str], receipts: dict[UUID, ReceiptEvidence]) -> str:
+def snapshot_digest(record_checksums: dict[str, str], receipts: dict[str, ReceiptEvidence]) -> str:
     return canonical_digest({
-        "records": sorted([str(k), v] for k, v in record_checksums.items()),
-        "receipts": sorted([str(k), v.checksum] for k, v in receipts.items()),
+        "records": sorted([k, v] for k, v in record_checksums.items()),
+        "receipts": sorted([k, v.checksum] for k, v in receipts.items()),
     })
 
 
@@ -115,10 +193,10 @@ def cut_snapshot(store: Store, owner: str, *, max_records: int = DEFAULT_MAX_REC
             f"owner has more than max_records={max_records} relevance records; raise max_records (at most "
             f"{MAX_RECORDS_BOUND}) or export a deliberate dataset — the snapshot never truncates"
         )
-    records = {}
-    checksums = {}
+    records: dict[str, RecordView] = {}
+    checksums: dict[str, str] = {}
     for op in ops:
-        record = parse_record(RelevanceRecord, op.verified(owner), owner, "feedback_id")
+        record = parse_record_payload(op.verified(owner), owner)
         records[record.feedback_id] = record
         checksums[record.feedback_id] = op.checksum
     return _assemble(store, owner, max_records, records, checksums)
@@ -134,10 +212,10 @@ def load_snapshot(store: Store, manifest: SnapshotManifest) -> FeedbackSnapshot:
     for key, op in ops.items():
         if op.id not in wanted:
             raise CorruptRecord(f"relevance operation for {key} has an unexpected id; the store needs repair")
-        record = parse_record(RelevanceRecord, op, owner, "feedback_id")
+        record = parse_record_payload(op, owner)
         records[record.feedback_id] = record
         checksums[record.feedback_id] = op.checksum
-    missing = set(manifest.feedback_ids) - set(records)
+    missing = {str(f) for f in manifest.feedback_ids} - set(records)
     if missing:
         raise MissingEvidence(f"{len(missing)} relevance records named by the snapshot manifest are gone "
                               f"(e.g. {sorted(map(str, missing))[0]}); re-cut the snapshot")
@@ -147,46 +225,55 @@ def load_snapshot(store: Store, manifest: SnapshotManifest) -> FeedbackSnapshot:
     return snapshot
 
 
-def _assemble(store: Store, owner: str, max_records: int, records: dict[UUID, RelevanceRecord],
-              checksums: dict[UUID, str]) -> FeedbackSnapshot:
-    receipts = resolve_receipts(store, owner, sorted({r.request_id for r in records.values()}, key=str))
-    ordered = tuple(records[k] for k in sorted(records, key=str))
+def _assemble(store: Store, owner: str, max_records: int, records: dict[str, RecordView],
+              checksums: dict[str, str]) -> FeedbackSnapshot:
+    receipts = resolve_receipts(store, owner, sorted({r.request_id for r in records.values()}))
+    ordered = tuple(records[k] for k in sorted(records))
     return FeedbackSnapshot(owner=owner, max_records=max_records, records=ordered, record_checksums=checksums,
                             receipts=receipts, snapshot_sha256=snapshot_digest(checksums, receipts))
 
 
-def resolve_receipts(store: Store, owner: str, request_ids: Sequence[UUID]) -> dict[UUID, ReceiptEvidence]:
+def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> dict[str, ReceiptEvidence]:
     """Verified receipt evidence for every request id, or an error naming what is wrong."""
-    keys = [str(r) for r in request_ids]
+    keys = list(request_ids)
+    evidence: dict[str, ReceiptEvidence] = {}
     with store.transaction(read_only=True) as tx:
-        integrity = tx.operation_integrity(owner, OP_RECEIPT, keys, "projection_sha256")
-        rows = tx.receipt_projection_rows(owner, keys)
-    ops: dict[str, tuple[str, str]] = {}
-    for target, checksum, intact, digest in integrity:
-        if target in ops:
-            raise AmbiguousRecord(f"two receipts claim request {target}; the store needs repair")
-        if not intact:
-            raise CorruptRecord(f"receipt {target} no longer matches its checksum; restore it from a backup")
-        ops[target] = (checksum, digest)
-    missing = [k for k in keys if k not in ops]
-    if missing:
-        raise MissingEvidence(f"feedback references a missing retrieval receipt ({len(missing)} requests, e.g. "
-                              f"{missing[0]}); such records cannot be used for learning")
-    evidence: dict[UUID, ReceiptEvidence] = {}
-    for (request_id, receipt_checksum, schema_version, scope, query, policy, fusion, count, ints, floats,
-         node_ids, base_ids, adjustments) in rows:
-        checksum, digest = ops[request_id]
-        header = {"schema_version": int(schema_version), "request_id": request_id, "owner": owner,
-                  "scope_key": scope, "query": query, "ranking_policy": policy, "fusion": fusion,
-                  "candidate_count": int(count)}
-        packed = PackedProjection(header, bytes(ints), bytes(floats), node_ids, base_ids, adjustments)
-        if receipt_checksum != checksum or packed.digest() != digest:
-            raise CorruptRecord(f"the candidate projection of receipt {request_id} does not match the receipt; "
+        ops: dict[str, tuple[str, str]] = {}
+        for target, checksum, intact, digest in tx.operation_integrity(owner, OP_RECEIPT, keys, "projection_sha256"):
+            if target in ops:
+                raise AmbiguousRecord(f"two receipts claim request {target}; the store needs repair")
+            if not intact:
+                raise CorruptRecord(f"receipt {target} no longer matches its checksum; restore it from a backup")
+            ops[target] = (checksum, digest)
+        missing = [k for k in keys if k not in ops]
+        if missing:
+            raise MissingEvidence(f"feedback references a missing retrieval receipt ({len(missing)} requests, e.g. "
+                                  f"{missing[0]}); such records cannot be used for learning")
+        for (request_id, receipt_checksum, schema_version, scope, query, policy, fusion, count, ints, floats,
+             node_ids, base_ids, adjustments) in tx.receipt_projection_rows(owner, keys):
+            header = {"schema_version": int(schema_version), "request_id": request_id, "owner": owner,
+                      "scope_key": scope, "query": query, "ranking_policy": policy, "fusion": fusion,
+                      "candidate_count": int(count)}
+            if request_id in evidence:
+                raise AmbiguousRecord(f"two projections claim request {request_id}; the store needs repair")
+            if receipt_checksum != ops[request_id][0]:
+                raise CorruptRecord(f"the candidate projection of receipt {request_id} is bound to another receipt")
+            packed = PackedProjection(header, bytes(ints), bytes(floats), node_ids, base_ids, adjustments)
+            evidence[request_id] = ReceiptEvidence(request_id, receipt_checksum, packed)
+    # Digests hash ~10 KB each; hashlib releases the GIL, so two threads halve the wait.
+    items = list(evidence.values())
+    half = len(items) // 2
+
+    def digest_all(part: list[ReceiptEvidence]) -> list[str]:
+        return [e.projection.digest() for e in part]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(digest_all, (items[:half], items[half:]))
+    for item, digest in zip(items, first + second):
+        if digest != ops[item.request_id][1]:
+            raise CorruptRecord(f"the candidate projection of receipt {item.request_id} does not match the receipt; "
                                 "restore it from a backup")
-        if UUID(request_id) in evidence:
-            raise AmbiguousRecord(f"two projections claim request {request_id}; the store needs repair")
-        evidence[UUID(request_id)] = ReceiptEvidence(UUID(request_id), checksum, packed)
-    absent = [k for k in keys if UUID(k) not in evidence]
+    absent = [k for k in keys if k not in evidence]
     if absent:
         raise MissingEvidence(f"receipt {absent[0]} has no candidate projection; the store needs repair")
     return evidence
@@ -196,22 +283,22 @@ def snapshot_from_receipts(owner: str, receipts: Iterable[tuple[RetrievalReceipt
                            records: Iterable[RelevanceRecord], *, max_records: int = DEFAULT_MAX_RECORDS) -> FeedbackSnapshot:
     """A snapshot over exported models (receipt, checksum) and records, without a store."""
     owner = check_owner(owner)
-    evidence: dict[UUID, ReceiptEvidence] = {}
+    evidence: dict[str, ReceiptEvidence] = {}
     for receipt, checksum in receipts:
-        if receipt.request_id in evidence and evidence[receipt.request_id].checksum != checksum:
-            raise AmbiguousRecord(f"conflicting receipt identity for request {receipt.request_id}")
-        evidence[receipt.request_id] = ReceiptEvidence(receipt.request_id, checksum, packed_projection(receipt))
-    by_id: dict[UUID, RelevanceRecord] = {}
+        key = str(receipt.request_id)
+        if key in evidence and evidence[key].checksum != checksum:
+            raise AmbiguousRecord(f"conflicting receipt identity for request {key}")
+        evidence[key] = ReceiptEvidence(key, checksum, packed_projection(receipt))
+    by_id: dict[str, RelevanceRecord] = {}
     for record in records:
-        if record.feedback_id in by_id and by_id[record.feedback_id] != record:
-            raise AmbiguousRecord(f"conflicting feedback identity for {record.feedback_id}")
-        by_id[record.feedback_id] = record
+        key = str(record.feedback_id)
+        if key in by_id and by_id[key] != record:
+            raise AmbiguousRecord(f"conflicting feedback identity for {key}")
+        by_id[key] = record
     if len(by_id) > check_max_records(max_records):
         raise SnapshotTooLarge(f"{len(by_id)} records exceed max_records={max_records}")
     checksums = {k: r.checksum() for k, r in by_id.items()}
-    ordered = tuple(by_id[k] for k in sorted(by_id, key=str))
+    ordered = tuple(RecordView.of(by_id[k]) for k in sorted(by_id))
     return FeedbackSnapshot(owner=owner, max_records=max_records, records=ordered, record_checksums=checksums,
                             receipts=evidence, snapshot_sha256=snapshot_digest(checksums, evidence))
 
-
-MaxRecords = Annotated[int, Field(ge=1, le=MAX_RECORDS_BOUND)]

@@ -111,11 +111,18 @@ class PackedProjection:
             h.update(b"\x1e")
         return h.hexdigest()
 
+    def int_block(self) -> np.ndarray:
+        """The ``INT_COLUMNS`` as one (columns, candidates) int64 matrix."""
+        return np.frombuffer(self.int_columns, dtype="<i8").reshape(len(INT_COLUMNS), int(self.header["candidate_count"]))
+
+    def float_block(self) -> np.ndarray:
+        """The ``FLOAT_COLUMNS`` as one (columns, candidates) float64 matrix."""
+        return np.frombuffer(self.float_columns, dtype="<f8").reshape(len(FLOAT_COLUMNS), int(self.header["candidate_count"]))
+
     def arrays(self) -> dict[str, Any]:
         """Column name → numpy array (or list of strings for the text columns)."""
         n = int(self.header["candidate_count"])
-        ints = np.frombuffer(self.int_columns, dtype="<i8").reshape(len(INT_COLUMNS), n)
-        floats = np.frombuffer(self.float_columns, dtype="<f8").reshape(len(FLOAT_COLUMNS), n)
+        ints, floats = self.int_block(), self.float_block()
         out: dict[str, Any] = {name: ints[i] for i, name in enumerate(INT_COLUMNS)}
         out.update({name: floats[i] for i, name in enumerate(FLOAT_COLUMNS)})
         texts = {"node_id": self.node_ids, "base_node_id": self.base_node_ids, "adjustments": self.adjustments}

@@ -65,6 +65,14 @@ class _PgConnection:
             rows = cur.fetchall()
         return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
 
+    def stream_arrow(self, sql: str, params: Sequence[Any] = (), batch_rows: int = 4096) -> Iterator[pa.RecordBatch]:
+        """One query read back in batches of Arrow rows."""
+        with self.raw.cursor() as cur:
+            cur.execute(_to_pyformat(sql), list(params))
+            names = [d.name for d in cur.description]
+            while rows := cur.fetchmany(batch_rows):
+                yield pa.RecordBatch.from_pydict({n: [r[i] for r in rows] for i, n in enumerate(names)})
+
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         if not rows:
             return
@@ -77,8 +85,15 @@ class _PgConnection:
         columns = data.column_names
         self.bulk_insert(table, columns, list(zip(*(data.column(c).to_pylist() for c in columns))))
 
-    def sha256_sql(self, column: str) -> str:
+    def sha256_sql(self, column: str) -> str | None:
         return f"encode(sha256(convert_to({column}, 'UTF8')), 'hex')"
+
+    id_batch = 5000  # index lookups: batches keep each array parameter modest
+
+    @contextmanager
+    def id_filter(self, column: str, ids: Sequence[str]) -> Iterator[tuple[str, list[Any]]]:
+        """A WHERE fragment restricting ``column`` to ``ids`` (an array parameter)."""
+        yield f"{column} = ANY(?)", [list(ids)]
 
     def lock_key(self, key: str) -> None:
         with self.raw.cursor() as cur:

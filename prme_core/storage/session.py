@@ -7,9 +7,14 @@ per-key locking, which are the only things the two dialects do differently.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 from uuid import UUID
+
+import numpy as np
+import pyarrow as pa
 
 from prme_core.canonical import canonical_json, parse_json
 from prme_core.errors import AmbiguousRecord, CorruptRecord, IdempotencyConflict, InvalidInput
@@ -36,7 +41,10 @@ class Connection(Protocol):
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]: ...
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None: ...
     def lock_key(self, key: str) -> None: ...
-    def sha256_sql(self, column: str) -> str: ...
+    def sha256_sql(self, column: str) -> str | None: ...
+    def id_filter(self, column: str, ids: Sequence[str]) -> Any: ...
+    def stream_arrow(self, sql: str, params: Sequence[Any] = (), batch_rows: int = 4096) -> Iterable[Any]: ...
+    id_batch: int | None
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
 
@@ -84,6 +92,32 @@ def row_operation(row: Sequence[Any]) -> StoredOperation:
     return StoredOperation(seq=int(seq), id=id_, owner=owner, op_type=op_type, scope_key=scope_key,
                            target_id=target_id, payload=payload, checksum=checksum,
                            admitted_at=from_epoch_us(admitted_us))
+
+
+def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list[bool], list[str]]:
+    """For rows of two Arrow string columns: does sha256(payload) equal the checksum, and which
+    64 characters follow ``marker`` in the payload. Works on the Arrow data buffer directly (no
+    Python string per payload) and hashes in two threads (hashlib releases the GIL)."""
+    arr = payloads.combine_chunks() if hasattr(payloads, "combine_chunks") else payloads
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset: arr.offset + len(arr) + 1].tolist()
+    data = arr.buffers()[2].to_pybytes() if len(arr) else b""
+    view = memoryview(data)
+    expected = checksums.to_pylist()
+
+    def check(rows: range) -> list[bool]:
+        return [hashlib.sha256(view[offsets[i]:offsets[i + 1]]).hexdigest() == expected[i] for i in rows]
+
+    half = len(arr) // 2
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        parts = list(pool.map(check, (range(0, half), range(half, len(arr)))))
+    digests = []
+    for i in range(len(arr)):
+        # The marker's key sorts late in a canonical receipt (after the bulky candidates), and
+        # no later field can contain it unescaped, so the last occurrence is the field.
+        at = data.rfind(marker, offsets[i], offsets[i + 1])
+        digests.append(data[at + len(marker): at + len(marker) + 64].decode() if at >= 0 else "")
+    return parts[0] + parts[1], digests
 
 
 def _placeholders(count: int) -> str:
@@ -340,32 +374,44 @@ class StoreSession:
         )
         return [row_operation(r) for r in rows]
 
+    def _id_batches(self, ids: Sequence[str]) -> Iterable[Sequence[str]]:
+        keys = sorted(set(ids))
+        size = self.conn.id_batch
+        return [keys] if size is None else list(_chunks(keys, size))
+
     def operation_integrity(self, owner: str, op_type: str, target_ids: Sequence[str],
                             digest_field: str) -> list[tuple[str, str, bool, str]]:
         """(target id, checksum, payload still hashes to checksum, value of a top-level digest
-        field) per operation, hashed inside the database so no payload crosses the wire."""
+        field) per operation. Where the backend hashes fast, no payload leaves the database;
+        otherwise payloads stream back in batches and are hashed from the Arrow buffers."""
         found: list[tuple[str, str, bool, str]] = []
         marker = f'"{digest_field}":"'
-        for chunk in _chunks(sorted(set(target_ids))):
-            found.extend(tuple(r) for r in self.conn.fetchall(
-                f"SELECT target_id, checksum, {self.conn.sha256_sql('payload')} = checksum, "
-                f"substr(payload, strpos(payload, ?) + {len(marker)}, 64) "
-                f"FROM operations WHERE owner = ? AND op_type = ? AND target_id IN ({_placeholders(len(chunk))})",
-                [marker, owner, op_type, *chunk],
-            ))
+        hash_sql = self.conn.sha256_sql("payload")
+        for chunk in self._id_batches(target_ids):
+            with self.conn.id_filter("target_id", chunk) as (where, extra):
+                if hash_sql is not None:
+                    digest_sql = f"substr(payload, strpos(payload, ?) + {len(marker)}, 64)"
+                    found.extend(tuple(r) for r in self.conn.fetchall(
+                        f"SELECT target_id, checksum, {hash_sql} = checksum, {digest_sql} FROM operations "
+                        f"WHERE owner = ? AND op_type = ? AND {where}", [marker, owner, op_type, *extra]))
+                    continue
+                for batch in self.conn.stream_arrow(
+                        f"SELECT target_id, checksum, payload FROM operations WHERE owner = ? AND op_type = ? AND {where}",
+                        [owner, op_type, *extra]):
+                    intact, digests = _verify_payloads(batch.column("payload"), batch.column("checksum"), marker.encode())
+                    found.extend(zip(batch.column("target_id").to_pylist(), batch.column("checksum").to_pylist(),
+                                     intact, digests))
         return found
 
-    def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> list[tuple]:
-        """Packed projection rows of receipts, in batches (column order: see receipts.store)."""
-        rows: list[tuple] = []
-        for chunk in _chunks(sorted(set(request_ids))):
-            rows.extend(tuple(r) for r in self.conn.fetchall(
-                "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
-                "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
-                f"FROM receipt_projections WHERE owner = ? AND request_id IN ({_placeholders(len(chunk))})",
-                [owner, *chunk],
-            ))
-        return rows
+    def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
+        """Packed projection rows of receipts, streamed (column order: see receipts.store)."""
+        for chunk in self._id_batches(request_ids):
+            with self.conn.id_filter("request_id", chunk) as (where, extra):
+                for batch in self.conn.stream_arrow(
+                        "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
+                        "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
+                        f"FROM receipt_projections WHERE owner = ? AND {where}", [owner, *extra]):
+                    yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""

@@ -1,0 +1,462 @@
+"""The full-retrieval holdout: paired fresh retrievals judged against complete relevant sets.
+
+Each trial pairs a baseline and a candidate receipt of one request that differ only in the
+declared ranking multipliers, and names every relevant node, also those neither arm returned.
+Per receipt the recorded candidate order, truncated to k, gives recall@k, NDCG@k and MRR@k;
+repeats are macro-averaged within a query group, then over groups. The decision is
+``gates.holdout_decision`` over the mean NDCG gain, the lower endpoint of a paired query
+bootstrap interval, the mean recall gain and the share of regressed groups. MRR is reported,
+not gated. Aggregates are always reported (a holdout has at least one group); only the interval
+is ``None`` when there are fewer groups than ``min_query_groups`` (decision ``insufficient_data``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import numpy as np
+from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
+
+from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
+from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
+from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
+from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision
+from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
+from prme_core.memory.models import ScopeName, is_scope_name
+from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.store import receipt_bytes
+from prme_core.retrieval.config import ScoringWeights
+from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
+from prme_core.retrieval.text import normalize_query
+from prme_core.types import FrozenModel, Owner, Sha256Hex
+from prme_core.validation import check_owner, parse_model
+
+ALGORITHM = "paired_full_retrieval_v1"
+SURFACE = "results"
+MAX_TRIALS = 10_000
+MAX_RELEVANT = 10_000
+MIN_SCHEMA_VERSION = 3
+# Execution parameters that may differ between the arms: the declared change and how it was resolved.
+FREE_PARAMETERS = ("ranking_multipliers", "ranking_profile")
+# Request fields both arms must record identically.
+PAIRED_FIELDS = ("reference_time", "scoring", "packing", "min_score", "result_limit", "retrieval_mode",
+                 "time_from", "time_to")
+METRICS = ("recall", "ndcg", "mrr")
+LIMITATIONS: tuple[str, ...] = (
+    "A positive holdout shows higher recall@k and NDCG@k of freshly executed retrievals against the "
+    "supplied complete relevant sets, for this owner, scope set, memory artifact and feature identity only.",
+    "It evaluates candidate generation and selection under the changed weights; it does not establish "
+    "answer quality, unseen tasks, other owners or scope sets, or a later memory state.",
+    "Relevant sets are caller judgments; incomplete or wrong judgments bias every metric.",
+    "It does not authorize profile activation by itself: that also needs a positive offline proposal "
+    "bound to the same proposal input checksum and candidate multipliers.",
+    "Tuning against these results spends the holdout; register new holdout queries for the next final evaluation.",
+    "MRR is reported for inspection and is not gated.",
+)
+
+GroupId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+Gain = Annotated[float, Field(ge=-1.0, le=1.0)]
+
+
+class FullRetrievalTrial(FrozenModel):
+    """One paired execution of a holdout query and the COMPLETE set of its relevant nodes."""
+
+    group_id: GroupId
+    baseline_request_id: UUID
+    candidate_request_id: UUID
+    relevant_node_ids: tuple[UUID, ...] = Field(min_length=1, max_length=MAX_RELEVANT)
+
+    @field_validator("group_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("group_id must not be blank")
+        return value
+
+    @field_validator("relevant_node_ids")
+    @classmethod
+    def _unique(cls, value: tuple[UUID, ...]) -> tuple[UUID, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("relevant_node_ids must be unique")
+        return tuple(sorted(value))
+
+    @model_validator(mode="after")
+    def _two_retrievals(self) -> "FullRetrievalTrial":
+        if self.baseline_request_id == self.candidate_request_id:
+            raise ValueError("baseline_request_id and candidate_request_id must name two different retrievals")
+        return self
+
+
+class FullRetrievalEvaluationConfig(FrozenModel):
+    """Metric cut-off, coverage minimum, bootstrap and acceptance thresholds (saved in every report)."""
+
+    seed: int = Field(default=42, ge=0, le=2**63 - 1)
+    k: int = Field(default=10, ge=1, le=1000)
+    min_query_groups: int = Field(default=20, ge=2, le=100_000)
+    bootstrap_samples: int = Field(default=2000, ge=100, le=10_000)
+    min_ndcg_gain: float = Field(default=0.01, ge=0.0, le=1.0)
+    max_regression_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+
+
+class FullRetrievalQueryResult(FrozenModel):
+    """One query group: its paired request ids (in trial order) and group-mean metrics of both arms."""
+
+    group_id: GroupId
+    baseline_request_ids: tuple[UUID, ...] = Field(min_length=1)
+    candidate_request_ids: tuple[UUID, ...] = Field(min_length=1)
+    baseline_recall: Unit
+    candidate_recall: Unit
+    baseline_ndcg: Unit
+    candidate_ndcg: Unit
+    baseline_mrr: Unit
+    candidate_mrr: Unit
+
+
+class FullRetrievalCoverage(FrozenModel):
+    """Trials, independent query groups and distinct relevant nodes the holdout judged."""
+
+    trials: int = Field(ge=1)
+    query_groups: int = Field(ge=1)
+    relevant_nodes: int = Field(ge=1)
+
+
+class FullRetrievalEvaluation(FrozenModel):
+    """The final-holdout report. It re-derives itself on load, so a tampered report fails to load."""
+
+    schema_version: Literal[1] = 1
+    algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
+    bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
+    owner: Owner
+    scopes: tuple[ScopeName, ...] = Field(min_length=1)
+    surface: Literal["results"] = SURFACE
+    config: FullRetrievalEvaluationConfig
+    proposal_input_checksum: Sha256Hex
+    memory_artifact_sha256: Sha256Hex
+    input_checksum: Sha256Hex
+    receipt_checksums: dict[UUID, Sha256Hex]
+    feature_identity: dict[str, Any]
+    feature_identity_sha256: Sha256Hex
+    base_scoring: ScoringWeights
+    baseline_multipliers: RankingMultipliers
+    candidate_multipliers: RankingMultipliers
+    decision: HoldoutDecision
+    baseline_recall: Unit
+    candidate_recall: Unit
+    recall_gain: Gain
+    baseline_ndcg: Unit
+    candidate_ndcg: Unit
+    ndcg_gain: Gain
+    baseline_mrr: Unit
+    candidate_mrr: Unit
+    mrr_gain: Gain
+    ndcg_gain_interval: tuple[Gain, Gain] | None
+    regression_fraction: Unit
+    coverage: FullRetrievalCoverage
+    trials: tuple[FullRetrievalTrial, ...] = Field(min_length=1, max_length=MAX_TRIALS)
+    queries: tuple[FullRetrievalQueryResult, ...] = Field(min_length=1)
+    limitations: tuple[str, ...] = LIMITATIONS
+
+    @field_validator("feature_identity")
+    @classmethod
+    def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        assert_finite(value, "feature_identity")
+        return value
+
+    @model_validator(mode="after")
+    def _rederive(self) -> "FullRetrievalEvaluation":
+        if tuple(sorted(set(self.scopes))) != self.scopes:
+            raise ValueError("scopes must be sorted and unique")
+        if self.limitations != LIMITATIONS:
+            raise ValueError("limitations must be the fixed statements of this algorithm")
+        keys = [_trial_key(t) for t in self.trials]
+        if keys != sorted(keys):
+            raise ValueError("trials must be sorted by (group_id, baseline_request_id)")
+        ids = _request_ids(self.trials)
+        if len(set(ids)) != len(ids):
+            raise ValueError("a retrieval receipt cannot enter more than one full retrieval trial")
+        if set(self.receipt_checksums) != set(ids):
+            raise ValueError("receipt_checksums must hold exactly both arms of every trial")
+        groups = _group_requests(self.trials)
+        if [q.group_id for q in self.queries] != list(groups):
+            raise ValueError("queries must hold one result per trial group, sorted by group_id")
+        for q in self.queries:
+            if (q.baseline_request_ids, q.candidate_request_ids) != groups[q.group_id]:
+                raise ValueError(f"query group {q.group_id!r}: request ids disagree with its trials")
+        if self.coverage != _coverage(self.trials):
+            raise ValueError("coverage counts disagree with the trials")
+        _check_summary(self, _summary(self.queries, self.config))
+        if self.feature_identity_sha256 != canonical_digest(self.feature_identity):
+            raise ValueError("feature_identity_sha256 is not the digest of feature_identity")
+        if self.input_checksum != _input_checksum(self):
+            raise ValueError("input_checksum does not match the report's inputs")
+        return self
+
+
+def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]],
+                            trials: Sequence[FullRetrievalTrial | Mapping[str, Any]], *, owner: str,
+                            scopes: Sequence[str], proposal_input_checksum: str, memory_artifact_sha256: str,
+                            candidate_multipliers: RankingMultipliers | Mapping[str, float],
+                            baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
+                            config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+                            ) -> FullRetrievalEvaluation:
+    """Verify paired receipts and judge them against complete relevant sets (pure; fails closed).
+
+    ``receipts`` maps request id → (receipt, checksum), e.g. from ``receipts.store.get_receipts``.
+    """
+    owner = check_owner(owner)
+    scope_set = _check_scopes(scopes)
+    for field, value in (("proposal_input_checksum", proposal_input_checksum),
+                         ("memory_artifact_sha256", memory_artifact_sha256)):
+        if not is_sha256_hex(value):
+            raise InvalidInput(field, f"must be a SHA-256 hex digest (64 lowercase hex characters), got {value!r}")
+    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config")
+    candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
+    baseline = UNITY if baseline_multipliers is None else parse_model(
+        RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    if isinstance(trials, (str, bytes, Mapping)) or not isinstance(trials, Sequence):
+        raise InvalidInput("trials", "must be a list of FullRetrievalTrial")
+    if not 1 <= len(trials) <= MAX_TRIALS:
+        raise InvalidInput("trials", f"holds {len(trials)} trials; a holdout needs 1..{MAX_TRIALS}")
+    parsed = sorted((parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)), key=_trial_key)
+    supplied = _index_receipts(receipts)
+
+    used: set[UUID] = set()
+    checksums: dict[UUID, str] = {}
+    group_of_query: dict[str, str] = {}
+    shared: tuple[ScoringWeights, dict[str, Any]] | None = None
+    arms: list[tuple[RetrievalReceipt, RetrievalReceipt]] = []
+    for trial in parsed:
+        where = f"trial (group {trial.group_id!r}, baseline {trial.baseline_request_id})"
+        pair = []
+        for arm, request_id, expected in (("baseline", trial.baseline_request_id, baseline),
+                                          ("candidate", trial.candidate_request_id, candidate)):
+            if request_id in used:
+                raise HoldoutIntegrityError(f"{where}: receipt {request_id} already entered another trial; a "
+                                            "retrieval receipt cannot enter more than one full retrieval trial")
+            used.add(request_id)
+            receipt, checksum = _verified_arm(supplied, request_id, arm, where, owner, scope_set)
+            _check_multipliers(receipt, expected, arm, where)
+            checksums[request_id] = checksum
+            pair.append(receipt)
+        base, cand = pair
+        _check_pair(base, cand, where)
+        normalized = normalize_query(base.query)
+        if group_of_query.setdefault(normalized, trial.group_id) != trial.group_id:
+            raise HoldoutIntegrityError(
+                f"{where}: the normalized query already belongs to group {group_of_query[normalized]!r}; repeated "
+                "normalized queries cannot use different groups (give repeats and paraphrases one group)")
+        identity = (base.scoring, base.execution.features)  # type: ignore[union-attr]
+        if shared is None:
+            shared = identity
+        elif identity[0] != shared[0]:
+            raise HoldoutIntegrityError(f"{where}: base scoring differs from the other trials'; every pair in one "
+                                        "holdout must share one base scoring configuration")
+        elif identity[1] != shared[1]:
+            raise HoldoutIntegrityError(f"{where}: execution.features differ from the other trials'; every pair "
+                                        "in one holdout must share one feature identity")
+        arms.append((base, cand))
+    assert shared is not None
+    queries = _group_results(parsed, arms, cfg.k)
+    fields: dict[str, Any] = dict(
+        owner=owner, scopes=scope_set, config=cfg, proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256, receipt_checksums=dict(sorted(checksums.items())),
+        feature_identity=shared[1], feature_identity_sha256=canonical_digest(shared[1]), base_scoring=shared[0],
+        baseline_multipliers=baseline, candidate_multipliers=candidate, coverage=_coverage(parsed),
+        trials=tuple(parsed), queries=queries, **_summary(queries, cfg),
+    )
+    fields["input_checksum"] = _input_checksum(FullRetrievalEvaluation.model_construct(**fields))
+    return FullRetrievalEvaluation(**fields)
+
+
+# --- verification -------------------------------------------------------------------------------
+
+def _check_scopes(scopes: Any) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        scopes = (scopes,)
+    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
+        raise InvalidInput("scopes", "must be a non-empty list of scope names")
+    for scope in scopes:
+        if not is_scope_name(scope):
+            raise InvalidInput("scopes", f"{scope!r} is not a scope name")
+    return tuple(sorted(set(scopes)))
+
+
+def _index_receipts(receipts: Any) -> dict[UUID, tuple[RetrievalReceipt, str]]:
+    if not isinstance(receipts, Mapping):
+        raise InvalidInput("receipts", "must map request id → (RetrievalReceipt, checksum), as get_receipts returns")
+    out: dict[UUID, tuple[RetrievalReceipt, str]] = {}
+    for key, value in receipts.items():
+        try:
+            request_id = key if isinstance(key, UUID) else UUID(str(key))
+            receipt, checksum = value
+        except (ValueError, TypeError):
+            raise InvalidInput("receipts", f"entry {key!r} is not request id → (RetrievalReceipt, checksum)") from None
+        if not isinstance(receipt, RetrievalReceipt):
+            raise InvalidInput("receipts", f"entry {key} holds a {type(receipt).__name__}, not a RetrievalReceipt")
+        if receipt.request_id != request_id:
+            raise HoldoutIntegrityError(f"receipts[{request_id}] holds the receipt of request {receipt.request_id}")
+        out[request_id] = (receipt, checksum)
+    return out
+
+
+def _verified_arm(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]], request_id: UUID, arm: str, where: str,
+                  owner: str, scopes: tuple[str, ...]) -> tuple[RetrievalReceipt, str]:
+    found = receipts.get(request_id)
+    if found is None:
+        raise ReceiptNotFound(f"{where}: full retrieval trial references a missing {arm} receipt {request_id}; "
+                              "pass every receipt of both arms (get_receipts(store, owner, request_ids))")
+    receipt, checksum = found
+    if not is_sha256_hex(checksum) or checksum != sha256_hex(receipt_bytes(receipt)):
+        raise HoldoutIntegrityError(f"{where}: the {arm} receipt's checksum does not match its canonical bytes; "
+                                    "re-read the receipt from the store")
+    if receipt.owner != owner:
+        raise HoldoutIntegrityError(f"{where}: the {arm} receipt belongs to another owner, not {owner!r}")
+    if receipt.scopes != scopes:
+        raise HoldoutIntegrityError(f"{where}: the {arm} receipt searched scopes {'+'.join(receipt.scopes)!r}, "
+                                    f"not the holdout's {'+'.join(scopes)!r}")
+    if receipt.schema_version < MIN_SCHEMA_VERSION or receipt.execution is None:
+        raise HoldoutIntegrityError(f"{where}: the {arm} receipt has schema version {receipt.schema_version}; a "
+                                    f"holdout needs freshly executed receipts of version {MIN_SCHEMA_VERSION} or later")
+    return receipt, checksum
+
+
+def _check_multipliers(receipt: RetrievalReceipt, expected: RankingMultipliers, arm: str, where: str) -> None:
+    raw = receipt.execution.parameters.get("ranking_multipliers")  # type: ignore[union-attr]
+    try:
+        recorded = UNITY if raw is None else RankingMultipliers.model_validate(raw)
+    except ValidationError:
+        raise HoldoutIntegrityError(f"{where}: the {arm} receipt records invalid ranking_multipliers {raw!r}") from None
+    if recorded != expected:
+        raise HoldoutIntegrityError(
+            f"{where}: the {arm} receipt ran with ranking_multipliers {recorded.model_dump()}, but "
+            f"{arm}_multipliers is {expected.model_dump()}; pass the multipliers that produced that arm")
+
+
+def _check_pair(base: RetrievalReceipt, cand: RetrievalReceipt, where: str) -> None:
+    """Both arms must be the same request apart from the declared multiplier change."""
+    if normalize_query(base.query) != normalize_query(cand.query):
+        raise HoldoutIntegrityError(f"{where}: the arms ran different (normalized) queries")
+    for name in PAIRED_FIELDS:
+        if getattr(base, name) != getattr(cand, name):
+            raise HoldoutIntegrityError(f"{where}: {name} differs between the baseline and candidate receipts; "
+                                        "both arms must run the identical request except for ranking_multipliers")
+    b, c = base.execution, cand.execution
+    assert b is not None and c is not None
+    if b.features != c.features:
+        raise HoldoutIntegrityError(f"{where}: execution.features differ between the arms; run both arms on "
+                                    "the same pipeline")
+    fixed_b, fixed_c = _fixed_parameters(b.parameters), _fixed_parameters(c.parameters)
+    if fixed_b != fixed_c:
+        name = next(k for k in sorted(fixed_b.keys() | fixed_c.keys()) if fixed_b.get(k) != fixed_c.get(k))
+        raise HoldoutIntegrityError(f"{where}: execution parameter {name!r} differs between the arms; only "
+                                    f"{' and '.join(FREE_PARAMETERS)} may differ")
+
+
+def _fixed_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in parameters.items() if k not in FREE_PARAMETERS}
+
+
+# --- metrics and summary ------------------------------------------------------------------------
+
+def _arm_metrics(receipt: RetrievalReceipt, relevant: frozenset[UUID], k: int) -> tuple[float, float, float]:
+    flags = np.fromiter((c.node_id in relevant for c in receipt.candidates[:k]), dtype=bool)
+    n = len(relevant)
+    return recall_at_k(flags, n, k), ndcg_at_k(flags, n, k), mrr_at_k(flags, k)
+
+
+def _group_results(trials: Sequence[FullRetrievalTrial], arms: Sequence[tuple[RetrievalReceipt, RetrievalReceipt]],
+                   k: int) -> tuple[FullRetrievalQueryResult, ...]:
+    """Per group: the mean of each arm's metrics over the group's trials (repeats, paraphrases)."""
+    rows: dict[str, list[tuple[float, ...]]] = {}
+    for trial, (base, cand) in zip(trials, arms, strict=True):
+        relevant = frozenset(trial.relevant_node_ids)
+        rows.setdefault(trial.group_id, []).append(_arm_metrics(base, relevant, k) + _arm_metrics(cand, relevant, k))
+    requests = _group_requests(trials)
+    out = []
+    for group, values in rows.items():
+        m = np.mean(np.asarray(values, dtype=np.float64), axis=0)
+        out.append(FullRetrievalQueryResult(
+            group_id=group, baseline_request_ids=requests[group][0], candidate_request_ids=requests[group][1],
+            baseline_recall=float(m[0]), baseline_ndcg=float(m[1]), baseline_mrr=float(m[2]),
+            candidate_recall=float(m[3]), candidate_ndcg=float(m[4]), candidate_mrr=float(m[5])))
+    return tuple(out)
+
+
+def _summary(queries: Sequence[FullRetrievalQueryResult], cfg: FullRetrievalEvaluationConfig) -> dict[str, Any]:
+    """Macro-averaged metrics, paired gains, regression share, interval and decision."""
+    out: dict[str, Any] = {}
+    differences: dict[str, np.ndarray] = {}
+    for m in METRICS:
+        base = np.array([getattr(q, f"baseline_{m}") for q in queries], dtype=np.float64)
+        cand = np.array([getattr(q, f"candidate_{m}") for q in queries], dtype=np.float64)
+        differences[m] = cand - base
+        out[f"baseline_{m}"], out[f"candidate_{m}"] = float(base.mean()), float(cand.mean())
+        out[f"{m}_gain"] = float(differences[m].mean())
+    diffs = differences["ndcg"]
+    out["regression_fraction"] = float(np.count_nonzero(diffs < -TOLERANCE)) / len(queries)
+    enough = len(queries) >= cfg.min_query_groups
+    interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed) if enough else None
+    out["ndcg_gain_interval"] = interval
+    out["decision"] = holdout_decision(
+        enough_groups=enough, ndcg_gain=out["ndcg_gain"], interval_low=None if interval is None else interval[0],
+        recall_gain=out["recall_gain"], regression_fraction=out["regression_fraction"],
+        min_ndcg_gain=cfg.min_ndcg_gain, max_regression_fraction=cfg.max_regression_fraction)
+    return out
+
+
+def _check_summary(report: FullRetrievalEvaluation, expected: dict[str, Any]) -> None:
+    for name, value in expected.items():
+        recorded = getattr(report, name)
+        if name == "decision":
+            if recorded != value:
+                raise ValueError(f"decision {recorded!r} does not match its evidence, which gives {value!r}")
+        elif name == "ndcg_gain_interval":
+            if (recorded is None) != (value is None) or (
+                    value is not None and not all(abs(a - b) <= TOLERANCE for a, b in zip(recorded, value))):
+                raise ValueError(f"ndcg_gain_interval {recorded} does not match the bootstrap of the group "
+                                 f"differences, which gives {value}")
+        elif abs(recorded - value) > TOLERANCE:
+            raise ValueError(f"{name} {recorded!r} does not match the per-group results, which give {value!r}")
+
+
+# --- identities -------------------------------------------------------------------------------------
+
+def _trial_key(trial: FullRetrievalTrial) -> tuple[str, str]:
+    return trial.group_id, str(trial.baseline_request_id)
+
+
+def _request_ids(trials: Sequence[FullRetrievalTrial]) -> list[UUID]:
+    return [r for t in trials for r in (t.baseline_request_id, t.candidate_request_id)]
+
+
+def _group_requests(trials: Sequence[FullRetrievalTrial]) -> dict[str, tuple[tuple[UUID, ...], tuple[UUID, ...]]]:
+    """group id → (baseline ids, candidate ids) in trial order; groups in sorted order."""
+    groups: dict[str, tuple[list[UUID], list[UUID]]] = {}
+    for t in sorted(trials, key=_trial_key):
+        base, cand = groups.setdefault(t.group_id, ([], []))
+        base.append(t.baseline_request_id)
+        cand.append(t.candidate_request_id)
+    return {g: (tuple(b), tuple(c)) for g, (b, c) in groups.items()}
+
+
+def _coverage(trials: Sequence[FullRetrievalTrial]) -> FullRetrievalCoverage:
+    return FullRetrievalCoverage(trials=len(trials), query_groups=len({t.group_id for t in trials}),
+                                 relevant_nodes=len({n for t in trials for n in t.relevant_node_ids}))
+
+
+def _input_checksum(report: FullRetrievalEvaluation) -> str:
+    """SHA-256 of the canonical JSON of everything the evaluation was computed from."""
+    return canonical_digest({
+        "owner": report.owner, "scopes": list(report.scopes),
+        "proposal_input_checksum": report.proposal_input_checksum,
+        "memory_artifact_sha256": report.memory_artifact_sha256,
+        "baseline_multipliers": report.baseline_multipliers.model_dump(mode="json"),
+        "candidate_multipliers": report.candidate_multipliers.model_dump(mode="json"),
+        "base_scoring": report.base_scoring.model_dump(mode="json"),
+        "config": report.config.model_dump(mode="json"),
+        "trials": [t.model_dump(mode="json") for t in report.trials],
+        "receipt_checksums": {str(k): v for k, v in report.receipt_checksums.items()},
+    })
