@@ -78,3 +78,15 @@ class MemoryChangedDuringHoldout(IntegrityError):
 
 class HoldoutQueryNotFound(NotFound):
     """No registered holdout query with that id exists for the owner and scope set."""
+
+
+class StaleProfileError(PrmeError):
+    """The active profile is not the one the change expected; re-inspect the pointer and retry."""
+
+
+class ProfileInapplicable(PrmeError, ValueError):
+    """The profile's recorded feature identity or base scoring differs from the running pipeline."""
+
+
+class NoOpTransition(PrmeError, ValueError):
+    """The requested pointer change would not change the active profile."""

@@ -22,6 +22,11 @@ from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, FeedbackSnapshot, cut_snapshot
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
+from prme_core.profiles import registry as profiles
+from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
+from prme_core.profiles.resolution import PointerResolver
+from prme_core.retrieval.execution import feature_identity_sha256
+from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.store import get_receipt, get_receipts
@@ -50,7 +55,8 @@ class MemoryClient:
         self.store = store if store is not None else open_store(self.settings.store_url)
         self.memory = MemoryBank(self.store, self.settings)
         self.pipeline = RetrievalPipeline(self.store, embedder=embedder or HashedEmbedding(),
-                                          reranker=reranker, reranker_settings=reranker_settings)
+                                          reranker=reranker, reranker_settings=reranker_settings,
+                                          profile_resolver=PointerResolver(self.store))
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -247,13 +253,76 @@ class MemoryClient:
                                        candidate_multipliers=candidate_multipliers,
                                        baseline_multipliers=baseline_multipliers, config=config)
 
-    def evaluate_holdout(self, proposal: LearningEvaluation, *, baseline_multipliers: Any = None,
+    def evaluate_holdout(self, proposal: LearningEvaluation, *,
                          config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
                          ) -> FullRetrievalEvaluation:
-        """Run the registered holdout for a proposal's owner and scope set and evaluate it:
-        the candidate arm uses the proposal's multipliers, and holdout queries that the
-        proposal trained or validated on are refused."""
+        """Run the registered holdout for a proposal's owner and scope set and evaluate it.
+
+        The baseline arm is what currently serves that scope set (the active profile's
+        multipliers, or unity); the candidate arm uses the proposal's multipliers; holdout
+        queries the proposal trained or validated on are refused.
+        """
+        _, baseline = self.holdout_baseline(proposal.owner, proposal.scopes)
         run = self.run_holdout(proposal.owner, proposal.scopes, candidate_multipliers=proposal.multipliers,
-                               baseline_multipliers=baseline_multipliers,
-                               excluded_query_digests=proposal.query_digests())
+                               baseline_multipliers=baseline, excluded_query_digests=proposal.query_digests())
         return run.evaluate(proposal.input_checksum, config)
+
+    # --- ranking profiles ---------------------------------------------------------------
+
+    def holdout_baseline(self, owner: str, scopes: Sequence[str]) -> tuple[Any, RankingMultipliers]:
+        """(active profile id or None, its multipliers or unity): the baseline a new holdout uses."""
+        active = profiles.active_profile(self.store, owner, scopes)
+        return (None, UNITY) if active is None else (active.profile_id, active.multipliers)
+
+    def running_feature_identity(self) -> str:
+        """SHA-256 of the feature identity this client's pipeline records in new receipts."""
+        return feature_identity_sha256(self.pipeline.features_for_request())
+
+    def _applicability(self, profile: RankingProfile) -> str | None:
+        app = profile.application()
+        return profiles.inapplicable_reason(app.feature_identity_sha256, app.base_scoring,
+                                            running_features_sha=self.running_feature_identity(),
+                                            running_scoring=self.settings.scoring)
+
+    def create_ranking_profile(self, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: str,
+                               profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
+        """Persist an immutable profile from a positive proposal and holdout (does not activate)."""
+        return profiles.create_profile(self.store, proposal, holdout, owner=owner, profile_id=profile_id,
+                                       baseline_profile_id=baseline_profile_id)
+
+    def activate_ranking_profile(self, profile_id: Any, *, owner: str, change_id: Any = None) -> RankingProfileState:
+        """Activate over the exact baseline the holdout used (stale → ``StaleProfileError``),
+        after rechecking feature identity and base scoring against this pipeline."""
+        return profiles.activate(self.store, profile_id, owner=owner, change_id=change_id,
+                                 applicability=self._applicability)
+
+    def deactivate_ranking_profile(self, *, owner: str, scopes: Sequence[str], change_id: Any = None,
+                                   expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
+        """Return the scope set to base scoring (a recorded state)."""
+        return profiles.deactivate(self.store, owner=owner, scopes=scopes, change_id=change_id,
+                                   expected_profile_id=expected_profile_id)
+
+    def rollback_ranking_profile(self, profile_id: Any, *, owner: str, scopes: Sequence[str], change_id: Any = None,
+                                 expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
+        """Point the scope set at an earlier profile, or at base scoring with ``profile_id=None``."""
+        return profiles.rollback(self.store, profile_id, owner=owner, scopes=scopes, change_id=change_id,
+                                 expected_profile_id=expected_profile_id, applicability=self._applicability)
+
+    def get_ranking_profile(self, profile_id: Any, owner: str) -> RankingProfileStatus | None:
+        """A profile with whether it is active, or None for a missing or foreign id."""
+        return profiles.profile_status(self.store, profile_id, owner)
+
+    def list_ranking_profiles(self, owner: str, *, after: Any = None, limit: int = 100) -> list[RankingProfile]:
+        return profiles.list_profiles(self.store, owner, after=after, limit=limit)
+
+    def get_active_ranking_profile(self, owner: str, scopes: Sequence[str]) -> RankingProfile | None:
+        return profiles.active_profile(self.store, owner, scopes)
+
+    def ranking_profile_history(self, owner: str, scopes: Sequence[str], *, limit: int = 100,
+                                before: Any = None) -> list[RankingProfileState]:
+        """Pointer changes of the scope set, newest first (paged by ``before``)."""
+        return profiles.history(self.store, owner, scopes, limit=limit, before=before)
+
+    def ranking_profile_at(self, owner: str, scopes: Sequence[str], at: Any) -> RankingProfileState | None:
+        """The pointer change in force at time ``at`` (None: nothing had been activated)."""
+        return profiles.served_at(self.store, owner, scopes, at)

@@ -20,7 +20,9 @@ ASYNC_METHODS: tuple[str, ...] = (
     "retrieve", "get_receipt", "record_relevance", "get_relevance", "list_relevance", "record_answer_citations",
     "get_answer_citations", "list_answer_citations", "snapshot_feedback", "evaluate_learning",
     "register_holdout_queries", "list_holdout_queries", "retire_holdout_queries", "memory_artifact_digest",
-    "run_holdout", "evaluate_full_retrieval", "evaluate_holdout",
+    "run_holdout", "evaluate_full_retrieval", "evaluate_holdout", "holdout_baseline", "create_ranking_profile",
+    "activate_ranking_profile", "deactivate_ranking_profile", "rollback_ranking_profile", "get_ranking_profile",
+    "list_ranking_profiles", "get_active_ranking_profile", "ranking_profile_history", "ranking_profile_at",
 )
 
 

@@ -144,6 +144,23 @@ CREATE INDEX memory_edges_by_owner_seq ON memory_edges (owner, seq);
     ),
 )
 
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        3,
+        "head of each ranking-profile pointer (a derived index over the append-only change log)",
+        """
+CREATE TABLE ranking_pointer_heads (
+    owner TEXT NOT NULL,
+    scope_key TEXT NOT NULL,
+    op_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    PRIMARY KEY (owner, scope_key)
+);
+""",
+    ),
+)
+
 BLOB_TYPES = {"duckdb": "BLOB", "postgresql": "BYTEA"}
 
 

@@ -1,0 +1,297 @@
+"""Persisting profiles and changing the scoped active pointer (append-only, both backends).
+
+Profiles and pointer changes are checksummed operations. The pointer of (owner, exact scope
+set) is its newest change record; every change runs in one transaction holding a per-key lock
+(an advisory transaction lock on PostgreSQL; DuckDB serializes all writers), re-reads the
+pointer, compares it with the caller's expected state and appends. A caller change UUID makes an
+exact retry return the first record, even after a restart; reusing it for a different change
+fails. Nothing is ever updated in place, so the history answers "what served at time T".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from pydantic import ValidationError
+
+from prme_core.canonical import sha256_hex
+from prme_core.errors import (
+    CorruptRecord,
+    IdempotencyConflict,
+    InvalidInput,
+    NoOpTransition,
+    ProfileInapplicable,
+    ProfileNotFound,
+    StaleProfileError,
+)
+from prme_core.feedback.records import parse_record, record_operation_id
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.proposal import LearningEvaluation
+from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
+from prme_core.receipts.projection import scope_key
+from prme_core.retrieval.config import ScoringWeights
+from prme_core.storage.base import Store
+from prme_core.storage.records import OperationDraft
+from prme_core.storage.session import StoreSession
+from prme_core.types import utc_now
+from prme_core.validation import check_limit, check_owner, describe
+
+OP_PROFILE = "ranking_profile"
+OP_STATE = "ranking_profile_state"
+KEEP = object()  # "do not check the expected active profile"
+MAX_HISTORY = 1_000_000
+
+Applicability = Callable[[RankingProfile], str | None]  # reason it cannot apply, or None
+
+
+def _scopes(scopes: Any) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        scopes = (scopes,)
+    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
+        raise InvalidInput("scopes", "must be a non-empty list of scope names (an exact scope set)")
+    return tuple(sorted(set(scopes)))
+
+
+def _uuid(value: Any, field: str) -> UUID:
+    from prme_core.memory.bank import parse_uuid
+
+    return parse_uuid(value, field)
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+def create_profile(store: Store, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: Any,
+                   profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
+    """Validate and persist a profile (its complete evidence) without activating it."""
+    owner = check_owner(owner)
+    pid = uuid4() if profile_id is None else _uuid(profile_id, "profile_id")
+    baseline = None if baseline_profile_id is None else _uuid(baseline_profile_id, "baseline_profile_id")
+    if baseline is not None:
+        base = get_profile(store, baseline, owner)
+        if base is None:
+            raise ProfileNotFound(f"baseline profile {baseline} does not exist for this owner")
+        if base.scopes != tuple(holdout.scopes) or base.multipliers != holdout.baseline_multipliers:
+            raise InvalidInput("baseline_profile_id", "the holdout's baseline arm did not use that profile's "
+                               "scope set and multipliers")
+    try:
+        profile = RankingProfile(profile_id=pid, owner=owner, scopes=tuple(holdout.scopes),
+                                 multipliers=proposal.multipliers, baseline_profile_id=baseline,
+                                 created_at=utc_now(), proposal=proposal, holdout=holdout)
+    except ValidationError as exc:
+        raise InvalidInput(*describe(exc, "profile")) from None
+    draft = OperationDraft(id=record_operation_id("ranking-profile", owner, pid), owner=owner, op_type=OP_PROFILE,
+                           payload=profile.canonical_bytes(), scope_key=profile.scope_key, target_id=str(pid))
+    with store.transaction() as tx:
+        stored, written = tx.append_operation(draft)
+    if written:
+        return profile
+    first = parse_record(RankingProfile, stored.verified(owner), owner, "profile_id")
+    if first.evidence() != profile.evidence():
+        raise IdempotencyConflict(f"profile_id {pid} already identifies a different ranking profile; the first stands")
+    return first
+
+
+def get_profile(store: Store, profile_id: Any, owner: Any) -> RankingProfile | None:
+    owner = check_owner(owner)
+    pid = _uuid(profile_id, "profile_id")
+    with store.transaction(read_only=True) as tx:
+        op = tx.get_operation(owner, record_operation_id("ranking-profile", owner, pid))
+    return None if op is None or op.op_type != OP_PROFILE else parse_record(RankingProfile, op, owner, "profile_id")
+
+
+def list_profiles(store: Store, owner: Any, *, after: Any = None, limit: int = 100) -> list[RankingProfile]:
+    owner = check_owner(owner)
+    with store.transaction(read_only=True) as tx:
+        ops = tx.list_operations(owner, OP_PROFILE, after_target=None if after is None else str(_uuid(after, "after")),
+                                 limit=check_limit(limit))
+    return [parse_record(RankingProfile, op, owner, "profile_id") for op in ops]
+
+
+# --- the pointer ----------------------------------------------------------------------------
+
+def _latest(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
+    ops = tx.list_operations(owner, OP_STATE, scope_key=key, limit=1, order="seq", newest_first=True)
+    return parse_record(RankingProfileState, ops[0], owner, "change_id") if ops else None
+
+
+def current_state(store: Store, owner: Any, scopes: Any) -> RankingProfileState | None:
+    """The newest pointer change of (owner, exact scope set), or None if it never changed."""
+    owner = check_owner(owner)
+    with store.transaction(read_only=True) as tx:
+        return _latest(tx, owner, scope_key(_scopes(scopes)))
+
+
+def active_profile(store: Store, owner: Any, scopes: Any) -> RankingProfile | None:
+    state = current_state(store, owner, scopes)
+    if state is None or state.active_profile_id is None:
+        return None
+    return get_profile(store, state.active_profile_id, owner)
+
+
+def profile_status(store: Store, profile_id: Any, owner: Any) -> RankingProfileStatus | None:
+    profile = get_profile(store, profile_id, owner)
+    if profile is None:
+        return None
+    latest = current_state(store, profile.owner, profile.scopes)
+    return RankingProfileStatus(profile=profile, active=bool(latest and latest.active_profile_id == profile.profile_id),
+                                latest_change=latest)
+
+
+def _all_states(store: Store, owner: str, scopes: Any) -> list[RankingProfileState]:
+    """Every pointer change of (owner, exact scope set), newest first (changes are rare)."""
+    key = scope_key(_scopes(scopes))
+    with store.transaction(read_only=True) as tx:
+        ops = tx.list_operations(owner, OP_STATE, scope_key=key, limit=MAX_HISTORY, order="seq", newest_first=True)
+    return [parse_record(RankingProfileState, op, owner, "change_id") for op in ops]
+
+
+def history(store: Store, owner: Any, scopes: Any, *, limit: int = 100, before: Any = None) -> list[RankingProfileState]:
+    """Pointer changes of (owner, exact scope set), newest first; pass ``before`` (a change id
+    from the previous page) to continue."""
+    owner = check_owner(owner)
+    limit = check_limit(limit)
+    states = _all_states(store, owner, scopes)
+    if before is not None:
+        marker = _uuid(before, "before")
+        index = next((i for i, s in enumerate(states) if s.change_id == marker), None)
+        if index is None:
+            raise InvalidInput("before", f"{marker} is not a change of this scope set")
+        states = states[index + 1:]
+    return states[:limit]
+
+
+def served_at(store: Store, owner: Any, scopes: Any, at: datetime) -> RankingProfileState | None:
+    """The change in force at ``at`` (None: no profile had been activated yet)."""
+    if not isinstance(at, datetime) or at.tzinfo is None:
+        raise InvalidInput("at", "must be a timezone-aware datetime")
+    for state in _all_states(store, check_owner(owner), scopes):
+        if state.changed_at <= at:
+            return state
+    return None
+
+
+def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action: str, target: RankingProfile | None,
+                   change_id: UUID | None, expected: Any = KEEP,
+                   applicability: Applicability | None = None) -> RankingProfileState:
+    """Append one pointer change under the per-key lock, or return the stored exact retry."""
+    key = scope_key(scopes)
+    change = change_id or uuid4()
+    op_id = record_operation_id("ranking-profile-state", owner, change)
+    with store.transaction() as tx:
+        tx.lock(f"ranking-pointer:{owner}:{key}")
+        existing = tx.get_operation(owner, op_id)
+        target_id = None if target is None else target.profile_id
+        if existing is not None:
+            first = parse_record(RankingProfileState, existing, owner, "change_id")
+            if (first.action, first.scopes, first.active_profile_id) != (action, scopes, target_id):
+                raise IdempotencyConflict(f"change_id {change} already identifies a different ranking profile "
+                                          "transition; the first stands")
+            return first
+        latest = _latest(tx, owner, key)
+        current = None if latest is None else latest.active_profile_id
+        if expected is not KEEP and current != expected:
+            raise StaleProfileError(
+                f"the active profile of {owner!r}/{key!r} is {current or 'base scoring'}, not the expected "
+                f"{expected or 'base scoring'}; it changed since you looked: re-inspect and retry")
+        if current == target_id:
+            raise NoOpTransition(f"{action} would leave {target_id or 'base scoring'} active; nothing to change")
+        if target is not None and applicability is not None:
+            reason = applicability(target)
+            if reason is not None:
+                raise ProfileInapplicable(f"ranking profile {target.profile_id} is inapplicable: {reason}")
+        now = utc_now()
+        if latest is not None and now <= latest.changed_at:
+            now = latest.changed_at + timedelta(microseconds=1)  # history stays strictly ordered
+        state = RankingProfileState(change_id=change, owner=owner, scopes=scopes, action=action,  # type: ignore[arg-type]
+                                    previous_profile_id=current, active_profile_id=target_id,
+                                    application=None if target is None else target.application(), changed_at=now)
+        record_change(tx, state)
+        return state
+
+
+def record_change(tx: StoreSession, state: RankingProfileState) -> None:
+    """Append a pointer change and move the pointer's head row to it (one transaction).
+
+    The head row is a derived index, rewritten with each change, so retrieval reads the pointer
+    by primary key instead of searching the log; the log stays the system of record.
+    """
+    key = scope_key(state.scopes)
+    op_id = record_operation_id("ranking-profile-state", state.owner, state.change_id)
+    draft = OperationDraft(id=op_id, owner=state.owner, op_type=OP_STATE, payload=state.canonical_bytes(),
+                           scope_key=key, target_id=str(state.change_id))
+    tx.append_operation(draft)
+    tx.conn.execute(
+        "INSERT INTO ranking_pointer_heads (owner, scope_key, op_id, payload, checksum) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (owner, scope_key) DO UPDATE SET op_id = excluded.op_id, payload = excluded.payload, "
+        "checksum = excluded.checksum",
+        [state.owner, key, op_id, draft.payload.decode(), draft.checksum])
+
+
+def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
+    """The newest pointer change of (owner, scope key) from its head row (checksum-verified)."""
+    rows = tx.conn.fetchall("SELECT op_id, payload, checksum FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?",
+                            [owner, key])
+    if not rows:
+        return None
+    op_id, payload, checksum = rows[0]
+    if sha256_hex(payload) != checksum:
+        raise CorruptRecord(f"the pointer head of {owner!r}/{key!r} does not match its checksum; rebuild it from the log")
+    state = RankingProfileState.model_validate_json(payload)
+    if state.owner != owner or record_operation_id("ranking-profile-state", owner, state.change_id) != op_id:
+        raise CorruptRecord(f"the pointer head of {owner!r}/{key!r} names another change; rebuild it from the log")
+    return state
+
+
+def activate(store: Store, profile_id: Any, *, owner: Any, change_id: Any = None,
+             applicability: Applicability | None = None) -> RankingProfileState:
+    """Activate a profile over exactly the baseline it was evaluated against."""
+    owner = check_owner(owner)
+    profile = get_profile(store, profile_id, owner)
+    if profile is None:
+        raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
+    return change_pointer(store, owner=owner, scopes=profile.scopes, action="activate", target=profile,
+                          change_id=None if change_id is None else _uuid(change_id, "change_id"),
+                          expected=profile.baseline_profile_id, applicability=applicability)
+
+
+def deactivate(store: Store, *, owner: Any, scopes: Any, change_id: Any = None,
+               expected_profile_id: Any = KEEP) -> RankingProfileState:
+    """Return (owner, scope set) to base scoring: a recorded state, unlike "never activated"."""
+    owner = check_owner(owner)
+    expected = expected_profile_id if expected_profile_id in (KEEP, None) else _uuid(expected_profile_id, "expected_profile_id")
+    return change_pointer(store, owner=owner, scopes=_scopes(scopes), action="deactivate", target=None,
+                          change_id=None if change_id is None else _uuid(change_id, "change_id"), expected=expected)
+
+
+def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_id: Any = None,
+             expected_profile_id: Any = KEEP, applicability: Applicability | None = None) -> RankingProfileState:
+    """Point (owner, scope set) at an earlier profile of it, or at base scoring (``None``)."""
+    owner = check_owner(owner)
+    scope_set = _scopes(scopes)
+    target = None
+    if profile_id is not None:
+        target = get_profile(store, profile_id, owner)
+        if target is None:
+            raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
+        if target.scopes != scope_set:
+            raise InvalidInput("profile_id", f"profile {profile_id} belongs to scope set {target.scope_key!r}")
+    expected = expected_profile_id if expected_profile_id in (KEEP, None) else _uuid(expected_profile_id, "expected_profile_id")
+    return change_pointer(store, owner=owner, scopes=scope_set, action="rollback", target=target,
+                          change_id=None if change_id is None else _uuid(change_id, "change_id"), expected=expected,
+                          applicability=applicability)
+
+
+def inapplicable_reason(application_features_sha: str, application_scoring: ScoringWeights, *,
+                        running_features_sha: str, running_scoring: ScoringWeights) -> str | None:
+    """Why a profile cannot apply to a pipeline: rank fusion, features or base scoring differ."""
+    if running_scoring.fusion != "weighted":
+        return "rank_fusion_scoring"
+    if application_features_sha != running_features_sha:
+        return "feature_identity_mismatch"
+    if application_scoring != running_scoring:
+        return "base_scoring_mismatch"
+    return None
+

@@ -1,0 +1,74 @@
+"""A small, honest learning scenario on real retrievals, shared by profile and Dagster tests.
+
+For each topic, one low-salience memory states the repair cost (the only relevant memory of
+that topic's questions) and one high-salience note merely mentions the topic. Base scoring's
+salience and confidence weights put the vague note first; evidence that favours lexical
+matching (and disfavours salience) fixes that. Feedback questions and holdout questions use
+different wordings, so the holdout never repeats a training or validation query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from uuid import UUID
+
+from prme_core import MemoryClient
+
+NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+TOPICS = (
+    "cat dog garden piano kyoto salmon bicycle tea chess violin marathon python coffee sailing camera novel "
+    "yoga pottery tennis baking lantern glacier harbor meteor canoe tulip falcon quartz saddle oboe kettle "
+    "walrus cactus mirror anchor ribbon pepper cobalt velvet dune orchid trumpet comet badger cedar pixel "
+    "rocket marble hammock tundra vortex willow zephyr amber bison cello drone ember fjord geyser"
+).split()
+LEARNING_CONFIG = {"min_training_queries": 10, "min_validation_queries": 8}
+HOLDOUT_CONFIG = {"min_query_groups": 10}
+
+
+@dataclass
+class Lab:
+    owner: str
+    scopes: tuple[str, ...]
+    relevant: dict[str, UUID]
+
+
+def feedback_question(topic: str) -> str:
+    return f"what does the {topic} repair cost"
+
+
+def holdout_question(topic: str) -> str:
+    return f"how much is the {topic} repair"
+
+
+def build_lab(client: MemoryClient, owner: str = "alice", scopes: tuple[str, ...] = ("personal",),
+              topics: tuple[str, ...] = tuple(TOPICS), *, feedback: bool = True, holdout: bool = True,
+              signal: bool = True) -> Lab:
+    """Store the memories; record structured-evaluation feedback and register holdout queries.
+
+    ``signal=False`` labels the vague note as relevant instead (evidence that should not lead
+    to any profile).
+    """
+    items = []
+    for topic in topics:
+        items.append({"content": f"The {topic} repair costs forty dollars at the {topic} workshop",
+                      "scope": scopes[0], "salience": 0.05, "confidence": 0.1})
+        items.append({"content": f"Alice said something about a {topic} once", "scope": scopes[0],
+                      "salience": 1.0, "confidence": 1.0})
+    nodes = client.store_batch(owner, items)
+    relevant = {t: nodes[2 * i].id for i, t in enumerate(topics)}
+    vague = {t: nodes[2 * i + 1].id for i, t in enumerate(topics)}
+    if feedback:
+        for topic in topics:
+            response = client.retrieve(feedback_question(topic), owner=owner, scopes=list(scopes),
+                                       reference_time=NOW, limit=5)
+            good = relevant[topic] if signal else vague[topic]
+            labels = {r.node_id: r.node_id == good for r in response.results}
+            client.record_relevance(response.metadata.request_id, labels, owner=owner,
+                                    method="structured_evaluation")
+    if holdout:
+        client.register_holdout_queries(owner, list(scopes), [
+            {"query": holdout_question(t), "relevant_node_ids": [relevant[t]], "reference_time": NOW, "limit": 10}
+            for t in topics
+        ])
+    return Lab(owner, tuple(sorted(scopes)), relevant)
