@@ -1,18 +1,37 @@
 """The code location: every asset, check, job, sensor and schedule, and their resources."""
 
-from __future__ import annotations
-
 import dagster as dg
 
+from prme_assets.activation import (
+    activate_profile_job,
+    deactivate_profile_job,
+    profile_activation_sensor,
+    rollback_profile_job,
+)
+from prme_assets.checks import GATES
 from prme_assets.demo import locomo_demo_job, locomo_memories
-from prme_assets.resources import store_resource_from_env
+from prme_assets.discovery import learning_target_discovery_sensor
+from prme_assets.evidence_io import evidence_io_from_env
+from prme_assets.holdout import full_retrieval_holdout
+from prme_assets.profile import candidate_profile
+from prme_assets.proposal import ranking_proposal
+from prme_assets.resources import LearningPolicyResource, store_resource_from_env
+from prme_assets.schedules import learning_job, nightly_learning_schedule
+from prme_assets.snapshot import feedback_snapshot
+from prme_assets.split import query_split
+
+LEARNING_ASSETS = [feedback_snapshot, query_split, ranking_proposal, full_retrieval_holdout, candidate_profile]
 
 
-def build_definitions() -> dg.Definitions:
+def build_definitions(resources: dict | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[locomo_memories],
-        jobs=[locomo_demo_job],
-        resources={"prme_store": store_resource_from_env()},
+        assets=[*LEARNING_ASSETS, locomo_memories],
+        asset_checks=list(GATES),
+        jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job, locomo_demo_job],
+        sensors=[learning_target_discovery_sensor, profile_activation_sensor],
+        schedules=[nightly_learning_schedule],
+        resources=resources or {"prme_store": store_resource_from_env(), "evidence_io": evidence_io_from_env(),
+                                "learning_policy": LearningPolicyResource()},
     )
 
 

@@ -75,6 +75,11 @@ class HoldoutIntegrityError(IntegrityError, ValueError):
 class MemoryChangedDuringHoldout(IntegrityError):
     """The owner's memory changed while holdout pairs were produced; pause writes and rerun."""
 
+    def __init__(self, message: str, *, before: str = "", after: str = "") -> None:
+        super().__init__(message)
+        self.before = before
+        self.after = after
+
 
 class HoldoutQueryNotFound(NotFound):
     """No registered holdout query with that id exists for the owner and scope set."""

@@ -399,7 +399,7 @@ def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
     if after != before:
         raise MemoryChangedDuringHoldout(
             f"owner {owner!r}'s memory changed while the holdout ran (digest {before[:12]}… → {after[:12]}…); "
-            "pause writes and maintenance for this owner and rerun the holdout")
+            "pause writes and maintenance for this owner and rerun the holdout", before=before, after=after)
     run = HoldoutRun(owner=owner, scopes=scope_set, holdout_ids=tuple(q.holdout_id for q in queries),
                      trials=tuple(trials), memory_artifact_sha256=before, baseline_multipliers=baseline,
                      candidate_multipliers=candidate, query_count=len(queries))

@@ -413,6 +413,27 @@ class StoreSession:
                         f"FROM receipt_projections WHERE owner = ? AND {where}", [owner, *extra]):
                     yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
 
+    def latest_operation(self, owner: str, op_type: str, target_id: str) -> StoredOperation | None:
+        """The newest verified operation of a type for a target (for append-only version chains)."""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? AND target_id = ? "
+            "ORDER BY seq DESC LIMIT 1", [owner, op_type, target_id])
+        return row_operation(rows[0]).verified(owner) if rows else None
+
+    def operation_fingerprint(self, owner: str, op_type: str) -> tuple[int, int]:
+        """(count, newest seq) of an owner's operations of one type: changes when one is added."""
+        row = self.conn.fetchall(
+            "SELECT count(*), coalesce(max(seq), 0) FROM operations WHERE owner = ? AND op_type = ?", [owner, op_type])[0]
+        return int(row[0]), int(row[1])
+
+    def scope_sets_since(self, op_type: str, after_seq: int, limit: int) -> list[tuple[str, str, int]]:
+        """(owner, scope key, newest seq) of operations of a type admitted after ``after_seq``,
+        across owners (for discovering new learning targets), oldest first, bounded."""
+        rows = self.conn.fetchall(
+            "SELECT owner, scope_key, max(seq) AS newest FROM operations WHERE op_type = ? AND seq > ? "
+            "AND scope_key IS NOT NULL GROUP BY owner, scope_key ORDER BY newest LIMIT ?", [op_type, after_seq, limit])
+        return [(r[0], r[1], int(r[2])) for r in rows]
+
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""
         self.conn.lock_key(key)

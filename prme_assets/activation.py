@@ -1,0 +1,145 @@
+"""Scoped activation: an op that re-verifies and activates, launched only by a sensor that saw
+every gate of that exact partition and materialization pass; operator jobs to deactivate and
+roll back.
+
+The activation change id derives from the profile id, so a rerun of the job is an exact retry
+(a no-op returning the first change). Runs for one partition are serialized by the
+``prme/activation_target`` run-tag limit in ``dagster.yaml``; the pointer change itself is a
+compare-and-set in the domain store, so even concurrent ad-hoc runs cannot both win.
+"""
+
+import dagster as dg
+
+from prme_core.learning.stages import activation_change_id
+from prme_core.learning.verdicts import runtime_verdict
+
+from prme_assets.check_records import latest_checks, latest_materialization
+from prme_assets.partitions import LEARNING_TARGETS, decode_target
+from prme_assets.resources import STORE_POOL, PrmeStoreResource
+
+ACTIVATION_TAG = "prme/activation_target"
+GATE_CHECKS = [("query_split", "coverage_sufficient"), ("query_split", "baseline_replay_exact"),
+               ("ranking_proposal", "offline_gate_passed"), ("full_retrieval_holdout", "holdout_memory_unchanged"),
+               ("full_retrieval_holdout", "holdout_gate_passed"), ("candidate_profile", "profile_evidence_bound"),
+               ("candidate_profile", "runtime_compatible")]
+
+
+class ActivationConfig(dg.Config):
+    partition_key: str
+    profile_id: str
+
+
+@dg.op(pool=STORE_POOL, description="Re-verify a candidate profile's evidence, runtime compatibility and the "
+                                    "current pointer, then activate it (deterministic change id).")
+def activate_profile_op(context: dg.OpExecutionContext, config: ActivationConfig,
+                        prme_store: PrmeStoreResource) -> dg.Output[dict]:
+    owner, scopes = decode_target(config.partition_key)
+    with prme_store.client() as client:
+        status = client.get_ranking_profile(config.profile_id, owner)  # loading re-validates the evidence
+        if status is None:
+            raise dg.Failure(f"profile {config.profile_id} does not exist for {owner!r}")
+        profile = status.profile
+        if profile.scopes != scopes:
+            raise dg.Failure(f"profile {profile.profile_id} belongs to {'+'.join(profile.scopes)}, not this partition")
+        verdict = runtime_verdict(profile, running_features_sha256=client.running_feature_identity(),
+                                  running_scoring=client.settings.scoring)
+        if not verdict.passed:
+            raise dg.Failure(verdict.description)
+        change_id = activation_change_id(profile.profile_id)
+        state = client.activate_ranking_profile(profile.profile_id, owner=owner, change_id=change_id)
+    repeated = state.change_id == change_id and status.active
+    context.log.info("activation already recorded: no-op" if repeated else f"activated {profile.profile_id}")
+    return dg.Output({"profile_id": str(profile.profile_id), "change_id": str(state.change_id)}, metadata={
+        "profile_id": str(profile.profile_id), "change_id": str(state.change_id), "no_op_rerun": repeated,
+        "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
+        "changed_at": state.changed_at.isoformat(),
+    })
+
+
+@dg.job(tags={"prme/kind": "activation"}, description="Activate one candidate profile (launched by the sensor).")
+def activate_profile_job():
+    activate_profile_op()
+
+
+@dg.sensor(job=activate_profile_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Requests an activation only when every gate of the newest candidate_profile "
+                       "materialization of a partition passed in that same run.")
+def profile_activation_sensor(context: dg.SensorEvaluationContext, prme_store: PrmeStoreResource):
+    requests, skipped = [], []
+    for partition in context.instance.get_dynamic_partitions(LEARNING_TARGETS.name):
+        decision = activation_request(context.instance, partition, prme_store)
+        if isinstance(decision, dg.RunRequest):
+            requests.append(decision)
+        else:
+            skipped.append(f"{partition}: {decision}")
+    if requests:
+        return requests
+    return dg.SkipReason("; ".join(skipped) or "no learning targets yet")
+
+
+def activation_request(instance: dg.DagsterInstance, partition: str, prme_store: PrmeStoreResource) -> dg.RunRequest | str:
+    """A run request for the partition, or the reason there is none."""
+    materialization = latest_materialization(instance, "candidate_profile", partition)
+    if materialization is None:
+        return "no candidate profile"
+    failed = [c.name for c in latest_checks(instance, GATE_CHECKS, partition)
+              if not c.passed or c.run_id != materialization.run_id]
+    if failed:
+        return f"gates not passed for the newest candidate profile: {', '.join(failed)}"
+    profile_id = materialization.metadata.get("profile_id")
+    owner, scopes = decode_target(partition)
+    with prme_store.client() as client:
+        active = client.get_active_ranking_profile(owner, scopes)
+    if active is not None and str(active.profile_id) == profile_id:
+        return "already active"
+    return dg.RunRequest(
+        run_key=f"activate:{partition}:{profile_id}:{materialization.storage_id}",
+        run_config={"ops": {"activate_profile_op": {"config": {"partition_key": partition, "profile_id": profile_id}}}},
+        tags={ACTIVATION_TAG: partition},
+    )
+
+
+class DeactivationConfig(dg.Config):
+    partition_key: str
+    expected_profile_id: str = ""
+    """Fail unless this profile is the active one (empty: don't check)."""
+    change_id: str = ""
+    """A UUID making retries exact no-ops (empty: a new change)."""
+
+
+@dg.op(pool=STORE_POOL, description="Return a partition to base scoring (a recorded state).")
+def deactivate_profile_op(context: dg.OpExecutionContext, config: DeactivationConfig, prme_store: PrmeStoreResource):
+    owner, scopes = decode_target(config.partition_key)
+    kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
+    with prme_store.client() as client:
+        state = client.deactivate_ranking_profile(owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs)
+    context.add_output_metadata({"change_id": str(state.change_id), "previous_profile_id": str(state.previous_profile_id)})
+
+
+@dg.job(tags={"prme/kind": "deactivation"}, description="Operator job: deactivate the profile of one partition.")
+def deactivate_profile_job():
+    deactivate_profile_op()
+
+
+class RollbackConfig(dg.Config):
+    partition_key: str
+    profile_id: str = ""
+    """An earlier profile of this partition; empty rolls back to base scoring."""
+    expected_profile_id: str = ""
+    change_id: str = ""
+
+
+@dg.op(pool=STORE_POOL, description="Point a partition at an earlier profile, or at base scoring.")
+def rollback_profile_op(context: dg.OpExecutionContext, config: RollbackConfig, prme_store: PrmeStoreResource):
+    owner, scopes = decode_target(config.partition_key)
+    kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
+    with prme_store.client() as client:
+        state = client.rollback_ranking_profile(config.profile_id or None, owner=owner, scopes=scopes,
+                                                change_id=config.change_id or None, **kwargs)
+    context.add_output_metadata({"change_id": str(state.change_id),
+                                 "active_profile_id": str(state.active_profile_id) if state.active_profile_id else "base"})
+
+
+@dg.job(tags={"prme/kind": "rollback"}, description="Operator job: roll one partition back.")
+def rollback_profile_job():
+    rollback_profile_op()

@@ -1,0 +1,78 @@
+"""The IO manager: stage outputs are kept as durable evidence in the domain store.
+
+Each output is one append-only operation (``pipeline_artifact``) of the partition's owner: the
+model's canonical JSON with its type, asset, partition and run. Loading returns the newest
+artifact of that asset and partition, re-validated through its model (a report re-derives its
+decision; a tampered row fails its checksum). Every call opens the store briefly, so it works
+under the multiprocess executor and on a DuckDB file other steps also use.
+"""
+
+from typing import Any
+from uuid import NAMESPACE_URL, uuid5
+
+import dagster as dg
+
+from prme_core.canonical import canonical_json
+from prme_core.errors import NotFound
+from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.snapshot import SnapshotManifest
+from prme_core.learning.stages import HoldoutOutcome, SplitSummary
+from prme_core.profiles.model import RankingProfile
+from prme_core.storage import OperationDraft, open_store
+from prme_core.types import FrozenModel
+
+from prme_assets.partitions import decode_target
+from prme_assets.resources import store_url_from_env
+
+OP_ARTIFACT = "pipeline_artifact"
+MODELS: dict[str, type[FrozenModel]] = {m.__name__: m for m in (
+    SnapshotManifest, SplitSummary, LearningEvaluation, HoldoutOutcome, RankingProfile)}
+
+
+def artifact_target(asset_key: dg.AssetKey, partition_key: str) -> str:
+    return f"{asset_key.to_user_string()}@{partition_key}"
+
+
+class EvidenceIOManager(dg.ConfigurableIOManager):
+    """Stores stage outputs (frozen models) as append-only operations in the domain store."""
+
+    store_url: str
+
+    def handle_output(self, context: dg.OutputContext, obj: FrozenModel) -> None:
+        if type(obj).__name__ not in MODELS:
+            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
+                            f"the evidence store keeps only {sorted(MODELS)}")
+        owner, _ = decode_target(context.partition_key)
+        target = artifact_target(context.asset_key, context.partition_key)
+        body = {"model": type(obj).__name__, "asset": context.asset_key.to_user_string(),
+                "partition": context.partition_key, "run_id": context.run_id, "value": obj.canonical_dict()}
+        op_id = str(uuid5(NAMESPACE_URL, canonical_json(["prme:artifact:v1", target, context.run_id]).decode()))
+        store = open_store(self.store_url)
+        try:
+            with store.transaction() as tx:
+                stored, _ = tx.append_operation(OperationDraft.of(id=op_id, owner=owner, op_type=OP_ARTIFACT, body=body,
+                                                                  scope_key=context.partition_key, target_id=target))
+        finally:
+            store.close()
+        context.add_output_metadata({"evidence_operation": stored.id, "evidence_checksum": stored.checksum})
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        upstream = context.upstream_output
+        assert upstream is not None and upstream.asset_key is not None
+        partition = context.asset_partition_key
+        owner, _ = decode_target(partition)
+        store = open_store(self.store_url)
+        try:
+            with store.transaction(read_only=True) as tx:
+                op = tx.latest_operation(owner, OP_ARTIFACT, artifact_target(upstream.asset_key, partition))
+        finally:
+            store.close()
+        if op is None:
+            raise NotFound(f"no stored {upstream.asset_key.to_user_string()} for partition {partition}; "
+                           "materialize it first")
+        body = op.body()
+        return MODELS[body["model"]].model_validate(body["value"])
+
+
+def evidence_io_from_env() -> EvidenceIOManager:
+    return EvidenceIOManager(store_url=store_url_from_env())
