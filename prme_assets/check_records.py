@@ -13,6 +13,7 @@ class CheckState:
     name: str
     passed: bool
     run_id: str | None
+    evaluated: bool  # False when the check was planned but its run stopped before it
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,11 @@ def latest_checks(instance: dg.DagsterInstance, checks: list[tuple[str, str]], p
     for key in keys:
         record = found.get(key)
         if record is None:
-            states.append(CheckState(key.name, False, None))
+            states.append(CheckState(key.name, False, None, False))
             continue
         passed = record.status == AssetCheckExecutionRecordStatus.SUCCEEDED
+        evaluated = record.status != AssetCheckExecutionRecordStatus.PLANNED
         evaluation = record.event.asset_check_evaluation if record.event else None
-        states.append(CheckState(key.name, passed and bool(evaluation and evaluation.passed), record.run_id))
+        states.append(CheckState(key.name, passed and bool(evaluation and evaluation.passed), record.run_id,
+                                 evaluated))
     return states

@@ -9,7 +9,7 @@ from prme_assets.activation import (
     rollback_profile_job,
 )
 from prme_assets.checks import GATES
-from prme_assets.demo import locomo_demo_job, locomo_memories
+from prme_assets.demo import locomo_demo_job, locomo_feedback, locomo_memories
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
 from prme_assets.holdout import full_retrieval_holdout
@@ -25,7 +25,7 @@ LEARNING_ASSETS = [feedback_snapshot, query_split, ranking_proposal, full_retrie
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[*LEARNING_ASSETS, locomo_memories],
+        assets=[*LEARNING_ASSETS, locomo_memories, locomo_feedback],
         asset_checks=list(GATES),
         jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job, locomo_demo_job],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],

@@ -3,7 +3,15 @@
 import dagster as dg
 
 from prme_assets.resources import PrmeStoreResource
-from prme_core.datasets.locomo import default_locomo_path, load_conversation, read_locomo, select
+from prme_core.datasets.locomo import (
+    default_locomo_path,
+    load_conversation,
+    read_locomo,
+    record_feedback,
+    register_holdout,
+    select,
+    split_questions,
+)
 
 
 class LocomoConfig(dg.Config):
@@ -40,5 +48,36 @@ def locomo_memories(context: dg.AssetExecutionContext, config: LocomoConfig, prm
     })
 
 
-locomo_demo_job = dg.define_asset_job("locomo_demo_job", selection=[locomo_memories],
-                                      description="Load LoCoMo memories into the domain store.")
+class LocomoFeedbackConfig(LocomoConfig):
+    limit: int = 20
+    """Results per feedback retrieval (and per holdout question)."""
+
+
+@dg.asset(group_name="demo", kinds={"python"}, deps=[locomo_memories],
+          description="Structured-evaluation feedback on real retrievals for ~60% of each conversation's questions "
+                      "(hash split), and the rest registered as holdout questions with their complete evidence.")
+def locomo_feedback(context: dg.AssetExecutionContext, config: LocomoFeedbackConfig,
+                    prme_store: PrmeStoreResource) -> dg.MaterializeResult:
+    path = config.data_path or default_locomo_path()
+    if not path:
+        raise dg.Failure("no LoCoMo data: set data_path or PRME_LOCOMO_PATH (../shared/data/locomo/ is absent)")
+    rows = []
+    with prme_store.client() as client:
+        for conv in select(read_locomo(path), config.conversations or None):
+            split = split_questions(conv)
+            counts = record_feedback(client, conv, split.feedback, limit=config.limit, scope=config.scope)
+            holdouts = register_holdout(client, conv, split.holdout, limit=config.limit, scope=config.scope)
+            rows.append((conv.sample_id, len(split.feedback), counts["recorded"], holdouts, split.without_evidence,
+                         len(split.unresolved_evidence_ids)))
+            context.log.info(f"{conv.sample_id}: {counts['recorded']} new judgments, {holdouts} holdout questions")
+    table = "| owner | feedback questions | new judgments | holdout questions | without evidence | unresolved ids |\n" \
+            "|---|---|---|---|---|---|\n" + "\n".join("| " + " | ".join(map(str, r)) + " |" for r in rows)
+    return dg.MaterializeResult(metadata={
+        "owners": len(rows), "feedback_questions": sum(r[1] for r in rows), "new_judgments": sum(r[2] for r in rows),
+        "holdout_questions": sum(r[3] for r in rows), "unresolved_evidence_ids": sum(r[5] for r in rows),
+        "owners_table": dg.MetadataValue.md(table),
+    })
+
+
+locomo_demo_job = dg.define_asset_job("locomo_demo_job", selection=[locomo_memories, locomo_feedback],
+                                      description="Load LoCoMo memories, judge real retrievals, register holdouts.")

@@ -42,7 +42,19 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _quiet_dagster_warnings() -> None:
+    """Dagster flags the partitioned checks and data versions we rely on as preview/beta."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
+    for name in ("PreviewWarning", "BetaWarning", "SupersessionWarning"):
+        category = getattr(__import__("dagster"), name, None)
+        if isinstance(category, type):
+            warnings.filterwarnings("ignore", category=category)
+
+
 def cmd_main(args: argparse.Namespace) -> int:
+    _quiet_dagster_warnings()
     if args.store:
         os.environ[STORE_URL_ENV] = args.store
     home = prepare_dagster_home()

@@ -199,3 +199,81 @@ def load_conversation(client: Any, conversation: Conversation, scope: str = "per
         )
     client.store_batch(owner, items)
     return len(items)
+
+
+FEEDBACK_SHARE = 0.6
+LOCOMO_SCOPE = "personal"
+
+
+@dataclass(frozen=True)
+class QuestionSplit:
+    """An owner's questions split by a hash of the normalized question (never both sides)."""
+
+    feedback: tuple[Question, ...]
+    holdout: tuple[Question, ...]
+    without_evidence: int
+    unresolved_evidence_ids: tuple[str, ...]
+
+
+def split_questions(conversation: Conversation, feedback_share: float = FEEDBACK_SHARE) -> QuestionSplit:
+    """About ``feedback_share`` of the questions with resolvable evidence go to feedback, the
+    rest to the holdout; identical normalized questions always land on the same side."""
+    from prme_core.learning.split import query_digest
+
+    feedback, holdout, missing_ids = [], [], []
+    without = 0
+    for question in conversation.questions:
+        nodes, missing = conversation.resolve(question)
+        missing_ids.extend(missing)
+        if not nodes:
+            without += 1
+            continue
+        share = int(query_digest(question.question), 16) / float(2**256)
+        (feedback if share < feedback_share else holdout).append(question)
+    return QuestionSplit(tuple(feedback), tuple(holdout), without, tuple(missing_ids))
+
+
+def conversation_clock(conversation: Conversation) -> datetime:
+    """The reference time of questions about a conversation: one day after its last session."""
+    from datetime import timedelta
+
+    return max(t.time for t in conversation.turns) + timedelta(days=1)
+
+
+def feedback_id(conversation: Conversation, question: Question) -> UUID:
+    return uuid5(NAMESPACE_URL, f"prme:locomo-feedback:{conversation.sample_id}:{question.index}")
+
+
+def record_feedback(client: Any, conversation: Conversation, questions: Iterable[Question], *, limit: int = 20,
+                    scope: str = LOCOMO_SCOPE) -> dict[str, int]:
+    """For each question: a real retrieval with base scoring, then structured-evaluation labels
+    (returned evidence turns true, returned other turns false). Questions already judged (by
+    their deterministic feedback id) are skipped, so a rerun adds nothing."""
+    owner = conversation.sample_id
+    clock = conversation_clock(conversation)
+    counts = {"recorded": 0, "already_recorded": 0, "without_returned_evidence": 0}
+    for question in questions:
+        fid = feedback_id(conversation, question)
+        if client.get_relevance(fid, owner) is not None:
+            counts["already_recorded"] += 1
+            continue
+        relevant = set(conversation.resolve(question)[0])
+        response = client.retrieve(question.question, owner=owner, scopes=[scope], reference_time=clock, limit=limit)
+        labels = {r.node_id: r.node_id in relevant for r in response.results}
+        if not any(labels.values()):
+            counts["without_returned_evidence"] += 1
+        client.record_relevance(response.metadata.request_id, labels, owner=owner, method="structured_evaluation",
+                                feedback_id=fid)
+        counts["recorded"] += 1
+    return counts
+
+
+def register_holdout(client: Any, conversation: Conversation, questions: Iterable[Question], *, limit: int = 20,
+                     scope: str = LOCOMO_SCOPE) -> int:
+    """Register holdout questions with their complete evidence sets (idempotent)."""
+    clock = conversation_clock(conversation)
+    specs = [{"query": q.question, "relevant_node_ids": list(conversation.resolve(q)[0]), "reference_time": clock,
+              "limit": limit} for q in questions]
+    if not specs:
+        return 0
+    return len(client.register_holdout_queries(conversation.sample_id, [scope], specs))
