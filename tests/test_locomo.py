@@ -42,13 +42,13 @@ def test_loading_twice_adds_nothing_the_second_time(tmp_path):
 
 @needs_data
 def test_main_command_runs_on_the_embedded_default(tmp_path, monkeypatch, capsys):
-    from prme_core.cli import main
+    from prme_assets.cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("PRME_STORE_URL", raising=False)
     assert main(["main", "--conversation", "conv-30"]) == 0
     out = capsys.readouterr().out
-    assert "conv-30" in out and "369 memories stored" in out
+    assert "| conv-30::personal |" in out and "1 learning targets" in out
     assert (tmp_path / ".prme" / "prme.duckdb").is_file()
     assert (tmp_path / ".dagster_home" / "dagster.yaml").is_file()

@@ -3,8 +3,8 @@
 ``prme main`` runs the project's main Dagster job on the embedded default: a DuckDB file
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
 ``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml``).
-No server is started. ``prme_core`` itself never imports Dagster: this module loads the
-orchestration layer only inside the commands that need it.
+No server is started. The CLI lives with the orchestration layer; ``prme_core`` never imports
+Dagster.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from prme_core.storage.url import STORE_URL_ENV
 
 
 def _repo_file(name: str) -> Path | None:
-    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):  # the checkout of an editable install
         if (base / name).is_file():
             return base / name
     return None
@@ -46,11 +46,10 @@ def _quiet_dagster_warnings() -> None:
     """Dagster flags the partitioned checks and data versions we rely on as preview/beta."""
     import warnings
 
-    warnings.filterwarnings("ignore", message=".*(preview|beta).*", category=Warning)
-    for name in ("PreviewWarning", "BetaWarning", "SupersessionWarning"):
-        category = getattr(__import__("dagster"), name, None)
-        if isinstance(category, type):
-            warnings.filterwarnings("ignore", category=category)
+    import dagster as dg
+
+    for category in (dg.PreviewWarning, dg.BetaWarning):
+        warnings.filterwarnings("ignore", category=category)
 
 
 def cmd_main(args: argparse.Namespace) -> int:
