@@ -90,8 +90,16 @@ def activation_request(instance: dg.DagsterInstance, partition: str, prme_store:
     owner, scopes = decode_target(partition)
     with prme_store.client() as client:
         active = client.get_active_ranking_profile(owner, scopes)
-    if active is not None and str(active.profile_id) == profile_id:
+        status = client.get_ranking_profile(profile_id, owner)
+    active_id = None if active is None else str(active.profile_id)
+    if active_id == profile_id:
         return "already active"
+    if status is None:
+        return f"profile {profile_id} is missing from the store"
+    baseline = status.profile.baseline_profile_id
+    if active_id != (None if baseline is None else str(baseline)):
+        return (f"stale baseline: {active_id or 'base scoring'} serves now, the holdout ran against "
+                f"{baseline or 'base scoring'}; re-run the learning job")
     return dg.RunRequest(
         run_key=f"activate:{partition}:{profile_id}:{materialization.storage_id}",
         run_config={"ops": {"activate_profile_op": {"config": {"partition_key": partition, "profile_id": profile_id}}}},

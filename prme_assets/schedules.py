@@ -12,7 +12,7 @@ from prme_assets.resources import PrmeStoreResource
 
 LEARNING_TAG = "prme/learning_target"
 learning_job = dg.define_asset_job(
-    "prme_learning_job", selection=dg.AssetSelection.groups("prme_learning"), partitions_def=LEARNING_TARGETS,
+    "prme_learning_job", selection=dg.AssetSelection.groups("prme_learning"),
     description="Snapshot → split → proposal → holdout → candidate profile for one learning target, with every "
                 "gate as a blocking check.")
 

@@ -43,11 +43,14 @@ def holdout_question(topic: str) -> str:
 
 def build_lab(client: MemoryClient, owner: str = "alice", scopes: tuple[str, ...] = ("personal",),
               topics: tuple[str, ...] = tuple(TOPICS), *, feedback: bool = True, holdout: bool = True,
-              signal: bool = True) -> Lab:
+              signal: str = "relevant", holdout_truth: str = "relevant") -> Lab:
     """Store the memories; record structured-evaluation feedback and register holdout queries.
 
-    ``signal=False`` labels the vague note as relevant instead (evidence that should not lead
-    to any profile).
+    ``signal``: "relevant" labels the repair memory relevant (the truth the holdout uses);
+    "vague" labels the vague note relevant instead (learnable, but wrong on the holdout);
+    "mixed" alternates between the two by topic (no consistent signal to learn).
+    ``holdout_truth="vague"`` registers the vague notes as the holdout's relevant sets, so a
+    proposal learned from "relevant" feedback passes offline and fails the holdout.
     """
     items = []
     for topic in topics:
@@ -62,13 +65,15 @@ def build_lab(client: MemoryClient, owner: str = "alice", scopes: tuple[str, ...
         for topic in topics:
             response = client.retrieve(feedback_question(topic), owner=owner, scopes=list(scopes),
                                        reference_time=NOW, limit=5)
-            good = relevant[topic] if signal else vague[topic]
+            pick_vague = signal == "vague" or (signal == "mixed" and topics.index(topic) % 2 == 1)
+            good = vague[topic] if pick_vague else relevant[topic]
             labels = {r.node_id: r.node_id == good for r in response.results}
             client.record_relevance(response.metadata.request_id, labels, owner=owner,
                                     method="structured_evaluation")
     if holdout:
         client.register_holdout_queries(owner, list(scopes), [
-            {"query": holdout_question(t), "relevant_node_ids": [relevant[t]], "reference_time": NOW, "limit": 10}
+            {"query": holdout_question(t), "relevant_node_ids": [vague[t] if holdout_truth == "vague" else relevant[t]],
+             "reference_time": NOW, "limit": 10}
             for t in topics
         ])
     return Lab(owner, tuple(sorted(scopes)), relevant)

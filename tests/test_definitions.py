@@ -1,5 +1,7 @@
 """The Dagster code location loads, and the workspace file points at it."""
 
+import json
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -28,3 +30,37 @@ def test_prme_core_never_imports_dagster():
         if any(line.lstrip().startswith(("import dagster", "from dagster")) for line in p.read_text().splitlines())
     ]
     assert offenders == []
+
+
+SNAPSHOT = ROOT / "tests" / "fixtures" / "definitions_snapshot.json"
+
+
+def definitions_snapshot() -> dict:
+    graph = defs.resolve_asset_graph()
+    assets = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        assets[key.to_user_string()] = {
+            "deps": sorted(k.to_user_string() for k in node.parent_keys),
+            "group": node.group_name,
+            "partitions": getattr(node.partitions_def, "name", None),
+            "checks": sorted(c.name for c in graph.asset_check_keys if c.asset_key == key),
+        }
+    checks = {f"{c.asset_key.to_user_string()}:{c.name}": {
+        "blocking": graph.get_check_spec(c).blocking,
+        "partitions": getattr(graph.get_check_spec(c).partitions_def, "name", None)}
+        for c in sorted(graph.asset_check_keys, key=lambda c: (c.asset_key.to_user_string(), c.name))}
+    return {
+        "assets": assets, "checks": checks,
+        "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")),
+        "sensors": sorted(s.name for s in defs.sensors or ()),
+        "schedules": sorted(s.name for s in defs.schedules or ()),
+    }
+
+
+def test_definitions_match_the_committed_snapshot():
+    """Regenerate deliberately with PRME_UPDATE_SNAPSHOTS=1 when the graph changes on purpose."""
+    current = definitions_snapshot()
+    if os.environ.get("PRME_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    assert current == json.loads(SNAPSHOT.read_text())

@@ -1,0 +1,219 @@
+"""The Dagster learning pipeline: real partitions materialized against temporary instances and
+stores, asserting which gate stops each failing scenario and that activation is sensor-guarded."""
+
+import os
+import uuid
+
+import dagster as dg
+import psycopg
+import pytest
+
+import prme_assets.holdout as holdout_asset
+from prme_assets.activation import GATE_CHECKS, activate_profile_job, activation_request
+from prme_assets.check_records import latest_checks
+from prme_assets.checks import GATES
+from prme_assets.definitions import LEARNING_ASSETS, build_definitions
+from prme_assets.discovery import learning_target_discovery_sensor
+from prme_assets.partitions import LEARNING_TARGETS, encode_target
+from prme_assets.schedules import nightly_learning_schedule
+from prme_core import MemoryClient
+from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
+from tests.dagster_jobs import lab_resources, multiprocess_learning_job
+from tests.learning_lab import NOW, TOPICS, build_lab, feedback_question
+
+OWNER, SCOPES = "alice", ("personal",)
+PARTITION = encode_target(OWNER, SCOPES)
+
+
+@pytest.fixture
+def lab_url(tmp_path):
+    return f"duckdb:///{tmp_path / 'store.duckdb'}"
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
+        yield inst
+
+
+def _materialize(url, instance):
+    return dg.materialize([*LEARNING_ASSETS, *GATES], partition_key=PARTITION, instance=instance,
+                          resources=lab_resources(url), raise_on_error=False)
+
+
+def _outcome(result):
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert all(e.partition == PARTITION for e in result.get_asset_check_evaluations())
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    return checks, materialized
+
+
+def _lab(url, **kw):
+    with MemoryClient(url) as client:
+        build_lab(client, **kw)
+
+
+def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab_url, instance):
+    _lab(lab_url)
+    result = _materialize(lab_url, instance)
+    checks, materialized = _outcome(result)
+    assert result.success and all(checks.values()) and set(checks) == {n for _, n in GATE_CHECKS}
+    assert materialized == {"feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout",
+                            "candidate_profile"}
+    request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+    assert isinstance(request, dg.RunRequest) and request.tags == {"prme/activation_target": PARTITION}
+    first = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
+                                                    resources=lab_resources(lab_url))
+    assert first.success
+    with MemoryClient(lab_url) as client:
+        history = client.ranking_profile_history(OWNER, SCOPES)
+        response = client.retrieve("how much is the cat repair", owner=OWNER, scopes=list(SCOPES), reference_time=NOW)
+    assert len(history) == 1 and response.metadata.ranking_profile_status == "applied"
+    rerun = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
+                                                    resources=lab_resources(lab_url))
+    assert rerun.success
+    meta = rerun.output_for_node("activate_profile_op")
+    assert meta["change_id"] == str(history[0].change_id)
+    with MemoryClient(lab_url) as client:
+        assert len(client.ranking_profile_history(OWNER, SCOPES)) == 1  # the rerun was a no-op
+    assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == "already active"
+
+
+def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
+    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    checks, materialized = _outcome(_materialize(lab_url, instance))
+    assert checks["coverage_sufficient"] is False and checks["baseline_replay_exact"] is True
+    assert materialized == {"feedback_snapshot", "query_split"}
+    assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == "no candidate profile"
+
+
+def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
+    _lab(lab_url, signal="mixed")
+    checks, materialized = _outcome(_materialize(lab_url, instance))
+    assert checks["coverage_sufficient"] and checks["offline_gate_passed"] is False
+    assert "full_retrieval_holdout" not in materialized and "candidate_profile" not in materialized
+    assert isinstance(activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]), str)
+
+
+def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
+    _lab(lab_url, holdout_truth="vague")
+    checks, materialized = _outcome(_materialize(lab_url, instance))
+    assert checks["offline_gate_passed"] and checks["holdout_memory_unchanged"] and checks["holdout_gate_passed"] is False
+    assert "candidate_profile" not in materialized
+    with MemoryClient(lab_url) as client:
+        assert client.list_ranking_profiles(OWNER) == []
+    assert isinstance(activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]), str)
+
+
+def test_a_memory_change_during_the_holdout_fails_the_memory_gate(lab_url, instance, monkeypatch):
+    _lab(lab_url)
+    original = MemoryClient.retrieve
+    calls = []
+
+    def retrieve_and_write(self, query, **kw):
+        calls.append(query)
+        if len(calls) == 3:  # a write lands in the middle of the paired retrievals
+            self.store_memory(OWNER, "Alice: a memory written while the holdout ran")
+        return original(self, query, **kw)
+
+    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write)
+    checks, materialized = _outcome(_materialize(lab_url, instance))
+    assert checks["holdout_memory_unchanged"] is False and checks["holdout_gate_passed"] is False
+    assert "candidate_profile" not in materialized
+
+
+def test_a_stale_baseline_stops_at_the_evidence_check_and_is_never_activated(lab_url, instance, monkeypatch):
+    _lab(lab_url)
+    original = holdout_asset.holdout_stage
+
+    def holdout_then_someone_activates(client, proposal, config):
+        outcome = original(client, proposal, config)
+        other = client.create_ranking_profile(proposal, outcome.evaluation, owner=OWNER)
+        client.activate_ranking_profile(other.profile_id, owner=OWNER)  # the pointer moves under the run
+        return outcome
+
+    monkeypatch.setattr(holdout_asset, "holdout_stage", holdout_then_someone_activates)
+    checks, materialized = _outcome(_materialize(lab_url, instance))
+    assert checks["holdout_gate_passed"] and checks["profile_evidence_bound"] is False
+    assert "profile_evidence_bound" in activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+
+
+def test_the_sensor_refuses_a_profile_whose_baseline_went_stale_after_its_gates(lab_url, instance):
+    _lab(lab_url)
+    assert _materialize(lab_url, instance).success
+    with MemoryClient(lab_url) as client:
+        proposal = client.evaluate_learning(OWNER, scopes=list(SCOPES), config={"min_training_queries": 10,
+                                                                                "min_validation_queries": 8})
+        holdout = client.evaluate_holdout(proposal, config={"min_query_groups": 10})
+        other = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+        client.activate_ranking_profile(other.profile_id, owner=OWNER)
+    reason = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+    assert isinstance(reason, str) and reason.startswith("stale baseline")
+
+
+def test_the_discovery_sensor_adds_keys_for_new_scope_sets_and_advances_its_cursor(lab_url):
+    with MemoryClient(lab_url) as client:
+        build_lab(client, topics=tuple(TOPICS[:3]), holdout=False)
+        build_lab(client, owner="bob", scopes=("project",), topics=tuple(TOPICS[:2]), holdout=False)
+    with dg.instance_for_test() as inst:
+        store = lab_resources(lab_url)["prme_store"]
+        first = learning_target_discovery_sensor(dg.build_sensor_context(instance=inst), prme_store=store)
+        keys = [k for r in first.dynamic_partitions_requests for k in r.partition_keys]
+        assert sorted(keys) == ["alice::personal", "bob::project"]
+        inst.add_dynamic_partitions(LEARNING_TARGETS.name, keys)
+        again = learning_target_discovery_sensor(dg.build_sensor_context(instance=inst, cursor=first.cursor),
+                                                 prme_store=store)
+        assert not again.dynamic_partitions_requests and int(again.cursor) >= int(first.cursor)
+
+
+def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance):
+    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    store = lab_resources(lab_url)["prme_store"]
+    context = dg.build_schedule_context(instance=instance)
+    before = nightly_learning_schedule(context, prme_store=store)
+    assert [r.partition_key for r in before] == [PARTITION]
+    _materialize(lab_url, instance)
+    assert isinstance(nightly_learning_schedule(context, prme_store=store), dg.SkipReason)
+    with MemoryClient(lab_url) as client:
+        r = client.retrieve(feedback_question("cat"), owner=OWNER, scopes=list(SCOPES), reference_time=NOW, limit=3)
+        client.record_relevance(r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user")
+    after = nightly_learning_schedule(context, prme_store=store)
+    assert [r.partition_key for r in after] == [PARTITION] and after[0].run_key != before[0].run_key
+
+
+def _multiprocess_run(url, monkeypatch):
+    monkeypatch.setenv("PRME_STORE_URL", url)
+    with MemoryClient(url) as client:
+        build_lab(client)
+    with dg.instance_for_test() as inst:
+        inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
+        inst.event_log_storage.set_concurrency_slots("prme_store", 1)  # as dagster.yaml's pool limit
+        result = dg.execute_job(dg.reconstructable(multiprocess_learning_job), instance=inst,
+                                tags={"dagster/partition": PARTITION})
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+        passed = {c.name for c in latest_checks(inst, GATE_CHECKS, PARTITION) if c.passed}
+        assert passed == {name for _, name in GATE_CHECKS}
+
+
+def test_the_pipeline_runs_under_the_multiprocess_executor_on_a_duckdb_file(lab_url, monkeypatch):
+    _multiprocess_run(lab_url, monkeypatch)
+
+
+def test_the_pipeline_runs_under_the_multiprocess_executor_on_postgresql(monkeypatch):
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    try:
+        _multiprocess_run(_with_schema(_postgres_dsn(), schema), monkeypatch)
+    finally:
+        with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_every_gate_is_a_blocking_partitioned_check_on_its_stage():
+    defs = build_definitions()
+    graph = defs.resolve_asset_graph()
+    specs = {(key.asset_key.to_user_string(), key.name): graph.get_check_spec(key) for key in graph.asset_check_keys}
+    assert set(specs) == set(GATE_CHECKS)
+    assert all(spec.blocking for spec in specs.values())
+    for asset in ("feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout", "candidate_profile"):
+        assert graph.get(dg.AssetKey(asset)).partitions_def == LEARNING_TARGETS
