@@ -64,3 +64,22 @@ def test_definitions_match_the_committed_snapshot():
     if os.environ.get("PRME_UPDATE_SNAPSHOTS") == "1":
         SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
     assert current == json.loads(SNAPSHOT.read_text())
+
+
+def test_both_instance_configurations_validate_with_the_activation_and_learning_tag_limits(tmp_path, monkeypatch):
+    import shutil
+
+    from dagster._core.instance.config import dagster_instance_config
+
+    for name in ("DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_HOST", "DAGSTER_PG_DB", "DAGSTER_PG_PORT"):
+        monkeypatch.setenv(name, "5432" if name.endswith("PORT") else "x")
+    for source in (ROOT / "dagster.yaml", ROOT / "deploy" / "dagster.postgres.yaml"):
+        home = tmp_path / source.parent.name
+        home.mkdir(exist_ok=True)
+        shutil.copyfile(source, home / "dagster.yaml")
+        config, _ = dagster_instance_config(str(home))
+        limits = {item["key"]: item for item in config["concurrency"]["runs"]["tag_concurrency_limits"]}
+        assert limits["prme/activation_target"]["limit"] == 1
+        assert limits["prme/activation_target"]["value"] == {"applyLimitPerUniqueValue": True}
+        assert "prme/learning_target" in limits
+    assert "storage" not in yaml.safe_load((ROOT / "dagster.yaml").read_text())  # local: SQLite under DAGSTER_HOME
