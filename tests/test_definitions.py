@@ -83,3 +83,14 @@ def test_both_instance_configurations_validate_with_the_activation_and_learning_
         assert limits["prme/activation_target"]["value"] == {"applyLimitPerUniqueValue": True}
         assert "prme/learning_target" in limits
     assert "storage" not in yaml.safe_load((ROOT / "dagster.yaml").read_text())  # local: SQLite under DAGSTER_HOME
+
+
+def test_dagster_cli_validates_the_workspace(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "PRME_STORE_URL": f"duckdb:///{tmp_path / 's.duckdb'}"}
+    done = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "All code locations passed validation" in done.stdout + done.stderr
