@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -51,6 +51,25 @@ def check_owner(owner: Any) -> str:
         return _OWNER.validate_python(owner)
     except ValidationError as exc:
         raise InvalidInput("owner", describe(exc)[1]) from None
+
+
+def check_scope_set(scopes: Any, *, allowed: Sequence[str] | None = None, field: str = "scopes") -> tuple[str, ...]:
+    """An exact scope set: a non-empty collection of scope names, returned sorted and unique.
+
+    ``allowed`` (an engine's configured scopes) additionally rejects names it does not list.
+    """
+    from prme_core.memory.models import is_scope_name
+
+    if isinstance(scopes, str):
+        scopes = (scopes,)
+    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
+        raise InvalidInput(field, "must be a non-empty list of scope names (an exact scope set)")
+    for scope in scopes:
+        if not is_scope_name(scope):
+            raise InvalidInput(field, f"{scope!r} is not a scope name (a lowercase identifier)")
+        if allowed is not None and scope not in allowed:
+            raise InvalidInput(field, f"unknown scope {scope!r}; configured scopes: {list(allowed)}")
+    return tuple(sorted(set(scopes)))
 
 
 def check_limit(limit: Any, *, field: str = "limit", maximum: int = 1000) -> int:

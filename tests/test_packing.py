@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from prme_core.canonical import EMPTY_SHA256, sha256_hex
 from prme_core.errors import InvalidInput
 from prme_core.retrieval.config import PackingConfig
-from prme_core.retrieval.packing import ContextBundle, ContextEntry, pack
+from prme_core.retrieval.packing import ContextBundle, pack
 from prme_core.retrieval.rendering import PackItem, guidance_text, render_entry, render_header
 from prme_core.retrieval.tokenizer import TOKENIZER_ID, count_tokens, tokenizer_identity
 

@@ -24,14 +24,14 @@ from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFoun
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
 from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
-from prme_core.memory.models import ScopeName, is_scope_name
+from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.text import normalize_query
 from prme_core.types import FrozenModel, Owner, Sha256Hex
-from prme_core.validation import check_owner, parse_model
+from prme_core.validation import check_owner, check_scope_set, parse_model
 
 ALGORITHM = "paired_full_retrieval_v1"
 SURFACE = "results"
@@ -207,7 +207,7 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
     ``receipts`` maps request id → (receipt, checksum), e.g. from ``receipts.store.get_receipts``.
     """
     owner = check_owner(owner)
-    scope_set = _check_scopes(scopes)
+    scope_set = check_scope_set(scopes)
     for field, value in (("proposal_input_checksum", proposal_input_checksum),
                          ("memory_artifact_sha256", memory_artifact_sha256)):
         if not is_sha256_hex(value):
@@ -272,17 +272,6 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
 
 
 # --- verification -------------------------------------------------------------------------------
-
-def _check_scopes(scopes: Any) -> tuple[str, ...]:
-    if isinstance(scopes, str):
-        scopes = (scopes,)
-    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-        raise InvalidInput("scopes", "must be a non-empty list of scope names")
-    for scope in scopes:
-        if not is_scope_name(scope):
-            raise InvalidInput("scopes", f"{scope!r} is not a scope name")
-    return tuple(sorted(set(scopes)))
-
 
 def _index_receipts(receipts: Any) -> dict[UUID, tuple[RetrievalReceipt, str]]:
     if not isinstance(receipts, Mapping):

@@ -39,7 +39,7 @@ from prme_core.learning.full_retrieval import (
     evaluate_full_retrieval,
 )
 from prme_core.memory.bank import parse_uuid
-from prme_core.memory.models import ScopeName, is_scope_name
+from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
@@ -49,7 +49,7 @@ from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
-from prme_core.validation import check_limit, check_owner, parse_model
+from prme_core.validation import check_limit, check_owner, check_scope_set, parse_model
 
 if TYPE_CHECKING:
     from prme_core.engine.client import MemoryClient
@@ -191,7 +191,7 @@ def register_holdout_queries(store: Store, owner: str, scopes: Sequence[str],
                              queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]) -> list[HoldoutQuery]:
     """Validate every query, then append all in one transaction (all or nothing); idempotent."""
     owner = check_owner(owner)
-    scope_set = _check_scopes(scopes)
+    scope_set = check_scope_set(scopes)
     key = make_scope_key(scope_set)
     if isinstance(queries, (str, bytes, Mapping)) or not isinstance(queries, Sequence):
         raise InvalidInput("queries", "must be a list of HoldoutQuerySpec")
@@ -239,7 +239,7 @@ def _append_query(tx: StoreSession, record: HoldoutQuery) -> HoldoutQuery:
 def list_holdout_queries(store: Store, owner: str, scopes: Sequence[str]) -> list[HoldoutQuery]:
     """Active (unretired) holdout queries of exactly this scope set, ordered by holdout id."""
     owner = check_owner(owner)
-    key = make_scope_key(_check_scopes(scopes))
+    key = make_scope_key(check_scope_set(scopes))
     with store.transaction() as tx:
         registered = _all_operations(tx, owner, OP_HOLDOUT, key)
         retired = {op.target_id for op in _all_operations(tx, owner, OP_RETIRED, key)}
@@ -249,7 +249,7 @@ def list_holdout_queries(store: Store, owner: str, scopes: Sequence[str]) -> lis
 def retire_holdout_queries(store: Store, owner: str, scopes: Sequence[str], holdout_ids: Sequence[Any]) -> int:
     """Retire registered queries (all or nothing); returns how many were newly retired."""
     owner = check_owner(owner)
-    key = make_scope_key(_check_scopes(scopes))
+    key = make_scope_key(check_scope_set(scopes))
     if isinstance(holdout_ids, (str, bytes)) or not isinstance(holdout_ids, Sequence):
         raise InvalidInput("holdout_ids", "must be a list of holdout query UUIDs")
     if not 1 <= len(holdout_ids) <= MAX_QUERIES_PER_CALL:
@@ -289,17 +289,6 @@ def _parse_query(op: StoredOperation, owner: str, key: str) -> HoldoutQuery:
     if record.scope_key != key or op.scope_key != key:
         raise CorruptRecord(f"stored holdout query {op.target_id}: scope key does not match its operation")
     return record
-
-
-def _check_scopes(scopes: Any) -> tuple[str, ...]:
-    if isinstance(scopes, str):
-        scopes = (scopes,)
-    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-        raise InvalidInput("scopes", "must be a non-empty list of scope names")
-    for scope in scopes:
-        if not is_scope_name(scope):
-            raise InvalidInput("scopes", f"{scope!r} is not a scope name")
-    return tuple(sorted(set(scopes)))
 
 
 # --- the memory artifact ------------------------------------------------------------------------

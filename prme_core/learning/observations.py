@@ -30,7 +30,7 @@ from prme_core.learning.split import group_id, is_validation, query_digest
 from prme_core.receipts.projection import FLOAT_COLUMNS
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.text import normalize_query
-from prme_core.validation import check_owner
+from prme_core.validation import check_owner, check_scope_set
 
 EXCLUSION_KEYS = ("other_surface_records", "other_scope_records", "legacy_receipt_records",
                   "rank_fusion_receipt_records", "conflicting_candidate_labels", "requests_without_explicit_pairs")
@@ -155,14 +155,6 @@ class Prepared:
         return sorted(g for g, info in self.groups.items() if info.validation == validation)
 
 
-def normalize_scopes(scopes: Any) -> tuple[str, ...]:
-    if isinstance(scopes, str):
-        scopes = (scopes,)
-    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes or not all(isinstance(s, str) for s in scopes):
-        raise InvalidInput("scopes", "must be a non-empty list of scope names (the exact scope set to learn for)")
-    return tuple(sorted(set(scopes)))
-
-
 def _query_groups(query_groups: Mapping[Any, Any] | None, snapshot: FeedbackSnapshot) -> dict[str, str]:
     if not query_groups:
         return {}
@@ -187,7 +179,7 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
         raise InvalidInput("owner", "the snapshot belongs to another owner")
     if surface not in ("results", "context"):
         raise InvalidInput("surface", f"must be 'results' or 'context', got {surface!r}")
-    scopes = normalize_scopes(scopes)
+    scopes = check_scope_set(scopes)
     wanted_scope = make_scope_key(scopes)
     config = config or LearningConfig()
     groups_by_request = _query_groups(query_groups, snapshot)

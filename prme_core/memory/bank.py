@@ -24,7 +24,7 @@ from prme_core.memory.models import (
 from prme_core.settings import EngineSettings
 from prme_core.storage.base import Store
 from prme_core.types import utc_now
-from prme_core.validation import check_limit, check_owner, parse_model
+from prme_core.validation import check_limit, check_owner, check_scope_set, parse_model
 
 MAX_BATCH_NODES = 50_000
 MAX_PAGE = 1000
@@ -63,14 +63,7 @@ class MemoryBank:
 
     def check_scopes(self, scopes: Any, field: str = "scopes") -> tuple[str, ...]:
         """A non-empty, known, sorted and de-duplicated scope set."""
-        if isinstance(scopes, str):
-            scopes = (scopes,)
-        if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-            raise InvalidInput(field, f"must be a non-empty list of scope names from {list(self.settings.scopes)}")
-        for scope in scopes:
-            if scope not in self.settings.scopes:
-                raise InvalidInput(field, f"unknown scope {scope!r}; configured scopes: {list(self.settings.scopes)}")
-        return tuple(sorted(set(scopes)))
+        return check_scope_set(scopes, allowed=self.settings.scopes, field=field)
 
     # --- writes -------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft
 from prme_core.storage.session import StoreSession
 from prme_core.types import utc_now
-from prme_core.validation import check_limit, check_owner, describe
+from prme_core.validation import check_limit, check_owner, check_scope_set, describe
 
 OP_PROFILE = "ranking_profile"
 OP_STATE = "ranking_profile_state"
@@ -45,14 +45,6 @@ KEEP = object()  # "do not check the expected active profile"
 MAX_HISTORY = 1_000_000
 
 Applicability = Callable[[RankingProfile], str | None]  # reason it cannot apply, or None
-
-
-def _scopes(scopes: Any) -> tuple[str, ...]:
-    if isinstance(scopes, str):
-        scopes = (scopes,)
-    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-        raise InvalidInput("scopes", "must be a non-empty list of scope names (an exact scope set)")
-    return tuple(sorted(set(scopes)))
 
 
 def _uuid(value: Any, field: str) -> UUID:
@@ -121,7 +113,7 @@ def current_state(store: Store, owner: Any, scopes: Any) -> RankingProfileState 
     """The newest pointer change of (owner, exact scope set), or None if it never changed."""
     owner = check_owner(owner)
     with store.transaction(read_only=True) as tx:
-        return _latest(tx, owner, scope_key(_scopes(scopes)))
+        return _latest(tx, owner, scope_key(check_scope_set(scopes)))
 
 
 def active_profile(store: Store, owner: Any, scopes: Any) -> RankingProfile | None:
@@ -142,7 +134,7 @@ def profile_status(store: Store, profile_id: Any, owner: Any) -> RankingProfileS
 
 def _all_states(store: Store, owner: str, scopes: Any) -> list[RankingProfileState]:
     """Every pointer change of (owner, exact scope set), newest first (changes are rare)."""
-    key = scope_key(_scopes(scopes))
+    key = scope_key(check_scope_set(scopes))
     with store.transaction(read_only=True) as tx:
         ops = tx.list_operations(owner, OP_STATE, scope_key=key, limit=MAX_HISTORY, order="seq", newest_first=True)
     return [parse_record(RankingProfileState, op, owner, "change_id") for op in ops]
@@ -262,7 +254,7 @@ def deactivate(store: Store, *, owner: Any, scopes: Any, change_id: Any = None,
     """Return (owner, scope set) to base scoring: a recorded state, unlike "never activated"."""
     owner = check_owner(owner)
     expected = expected_profile_id if expected_profile_id in (KEEP, None) else _uuid(expected_profile_id, "expected_profile_id")
-    return change_pointer(store, owner=owner, scopes=_scopes(scopes), action="deactivate", target=None,
+    return change_pointer(store, owner=owner, scopes=check_scope_set(scopes), action="deactivate", target=None,
                           change_id=None if change_id is None else _uuid(change_id, "change_id"), expected=expected)
 
 
@@ -270,7 +262,7 @@ def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_i
              expected_profile_id: Any = KEEP, applicability: Applicability | None = None) -> RankingProfileState:
     """Point (owner, scope set) at an earlier profile of it, or at base scoring (``None``)."""
     owner = check_owner(owner)
-    scope_set = _scopes(scopes)
+    scope_set = check_scope_set(scopes)
     target = None
     if profile_id is not None:
         target = get_profile(store, profile_id, owner)
