@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import sys
 import tempfile
 import time
@@ -32,6 +31,9 @@ from typing import Any
 
 import dagster as dg
 import numpy as np
+
+for _category in (dg.PreviewWarning, dg.BetaWarning):  # partitioned checks are "preview" in Dagster 1.13
+    warnings.filterwarnings("ignore", category=_category)
 
 from benchmarks import locomo_diagnosis, locomo_null, locomo_ranking
 from benchmarks.locomo_report import (
@@ -69,11 +71,12 @@ from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.snapshot import load_snapshot
 from prme_core.learning.split import group_id
-from prme_core.retrieval.embedding import HashedEmbedding
+from prme_core.retrieval.embedding import embedding_provider
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage import open_store
 
-DEFAULT_OUT = Path("benchmarks/results/locomo")
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "locomo"
+"""Where the committed development results live (independent of the working directory)."""
 DEFAULT_NULL_SEEDS = 10
 DEFAULT_LIMIT = 20
 HOLDOUT_K = 10
@@ -108,22 +111,9 @@ def _say(message: str) -> None:
 
 # --- embedding and store ------------------------------------------------------------------------
 
-_EMBEDDERS: dict[str, Any] = {}
-
-
 def embedder_named(name: str) -> Any:
     """One provider instance per name and process (a model loads once; Dagster steps share it)."""
-    if name not in _EMBEDDERS:
-        if name == "minilm":
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            from prme_core.retrieval.sentence_embedding import SentenceTransformerEmbedding
-
-            _EMBEDDERS[name] = SentenceTransformerEmbedding()
-        else:
-            _EMBEDDERS[name] = HashedEmbedding()
-    return _EMBEDDERS[name]
+    return embedding_provider(name)
 
 
 def choose_embedding(requested: str) -> tuple[str, str]:
@@ -160,18 +150,6 @@ def store_url_for(store: str) -> Iterator[tuple[str, str]]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-class BenchmarkStoreResource(PrmeStoreResource):
-    """The domain store with the benchmark's embedding provider (``PrmeStoreResource`` always
-    builds the default hashed one), so every step retrieves with the features feedback used."""
-
-    embedding: str = "hashed"
-
-    @contextmanager
-    def client(self) -> Iterator[MemoryClient]:
-        with MemoryClient(self.store_url, embedder=embedder_named(self.embedding)) as client:
-            yield client
-
-
 def learning_policy() -> LearningPolicyResource:
     """The policy every owner's run uses: the defaults (gate thresholds and fit parameters)."""
     return LearningPolicyResource()
@@ -179,7 +157,7 @@ def learning_policy() -> LearningPolicyResource:
 
 def _resources(store_url: str, embedding: str) -> dict[str, Any]:
     """The learning policy; the store and evidence IO manager on the benchmark's store."""
-    return {"prme_store": BenchmarkStoreResource(store_url=store_url, embedding=embedding),
+    return {"prme_store": PrmeStoreResource(store_url=store_url, embedding=embedding),
             "evidence_io": EvidenceIOManager(store_url=store_url), "learning_policy": learning_policy()}
 
 

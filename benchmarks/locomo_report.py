@@ -345,7 +345,7 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
     lines += ["", "LambdaRank offline check on the learner's own validation groups (judged candidates, the offline "
               "gate's measure): " + ", ".join(
                   f"{o.owner} {_gain(o.lambdarank.get('validation_ndcg_gain'))}" for o in report.owners)
-              + f" (linear learner: " + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}"
+              + " (linear learner: " + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}"
                                                   for o in report.owners) + ").", ""]
     if chart_name:
         lines += [f"![holdout NDCG@10 per owner]({chart_name})", ""]
@@ -418,8 +418,8 @@ def method_section(report: BenchmarkReport) -> list[str]:
     o = report.options
     return [
         "## Method", "",
-        f"1. Each conversation is one owner; every turn is stored as one memory (`Speaker: text`, image caption "
-        f"appended; event time from its session clock, read as UTC).",
+        "1. Each conversation is one owner; every turn is stored as one memory (`Speaker: text`, image caption "
+        "appended; event time from its session clock, read as UTC).",
         "2. Questions with at least one resolvable evidence id are split by a hash of the normalized question: "
         "~60% feedback, ~40% holdout (never both). Questions without evidence and evidence ids naming no turn "
         "are counted above.",

@@ -1,6 +1,7 @@
 """Resources, chosen from environment variables in this one place.
 
-``PRME_STORE_URL`` selects the domain store (default: the embedded DuckDB file). The learning
+``PRME_STORE_URL`` selects the domain store (default: the embedded DuckDB file) and
+``PRME_EMBEDDING`` its semantic channel (``hashed``, the default, or ``minilm``). The learning
 policy (gate thresholds and fit parameters) is a resource so every asset and check of a run
 uses the same one; operators override it in run config, tests and the main job in code.
 """
@@ -8,13 +9,15 @@ uses the same one; operators override it in run config, tests and the main job i
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
 from prme_core.engine import MemoryClient
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
+from prme_core.retrieval.embedding import embedding_provider
+from prme_core.settings import embedding_name_from_env
 from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
 
 STORE_POOL = "prme_store"
@@ -27,10 +30,13 @@ class PrmeStoreResource(dg.ConfigurableResource):
     failing that, wait for each other's file lock)."""
 
     store_url: str = DEFAULT_STORE_URL
+    embedding: Literal["hashed", "minilm"] = "hashed"
+    """The semantic channel every step retrieves with. A profile records the feature identity it
+    learned under, so switching providers makes existing profiles inapplicable, never wrong."""
 
     @contextmanager
     def client(self) -> Iterator[MemoryClient]:
-        with MemoryClient(self.store_url) as client:
+        with MemoryClient(self.store_url, embedder=embedding_provider(self.embedding)) as client:
             yield client
 
 
@@ -75,5 +81,5 @@ def store_url_from_env() -> str:
 
 
 def store_resource_from_env() -> PrmeStoreResource:
-    """``PRME_STORE_URL`` if set, else the embedded DuckDB default."""
-    return PrmeStoreResource(store_url=store_url_from_env())
+    """``PRME_STORE_URL`` if set, else the embedded DuckDB default; ``PRME_EMBEDDING`` likewise."""
+    return PrmeStoreResource(store_url=store_url_from_env(), embedding=embedding_name_from_env())

@@ -13,6 +13,12 @@ from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
 from prme_core.types import FrozenModel
 
 SCOPES_ENV = "PRME_SCOPES"
+EMBEDDING_ENV = "PRME_EMBEDDING"
+"""Embedding provider name (``prme_core.retrieval.embedding.EMBEDDING_PROVIDERS``); default hashed."""
+
+
+def embedding_name_from_env() -> str:
+    return os.environ.get(EMBEDDING_ENV, "").strip() or "hashed"
 
 
 class EngineSettings(FrozenModel):

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
 from prme_assets.definitions import defs
@@ -94,3 +95,17 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "All code locations passed validation" in done.stdout + done.stderr
+
+
+def test_store_resource_takes_its_embedding_from_the_environment(monkeypatch, tmp_path):
+    from prme_assets.resources import store_resource_from_env
+
+    monkeypatch.setenv("PRME_STORE_URL", f"duckdb:///{tmp_path / 'e.duckdb'}")
+    monkeypatch.delenv("PRME_EMBEDDING", raising=False)
+    resource = store_resource_from_env()
+    assert resource.embedding == "hashed"
+    with resource.client() as client:
+        assert client.pipeline.embedder.identity()["provider"] == "prme.hashed"
+    monkeypatch.setenv("PRME_EMBEDDING", "word2vec")
+    with pytest.raises(Exception, match="embedding"):
+        store_resource_from_env()

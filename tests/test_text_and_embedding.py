@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from prme_core.errors import InvalidInput
-from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding, cosine_scores, row_norms
+from prme_core.retrieval.embedding import (
+    EmbeddingProvider,
+    HashedEmbedding,
+    cosine_scores,
+    embedding_provider,
+    row_norms,
+)
 from prme_core.retrieval.text import ENGLISH_STOPWORDS, LEXICAL_ANALYZER_ID, lexical_tokens, normalize_query
 
 TEXTS = [
@@ -200,3 +206,13 @@ def test_cosine_of_integer_vectors_beyond_float32_range_is_still_exact():
     exact_dots = np.array([sum(int(a) * int(b) for a, b in zip(row, query)) for row in matrix], dtype=np.float64)
     expected = np.clip(exact_dots / (norms * qnorm), -1.0, 1.0)
     assert cosine_scores(matrix, norms, query, qnorm).tobytes() == expected.tobytes()
+
+
+def test_embedding_provider_by_name_is_one_instance_per_process():
+    assert isinstance(embedding_provider("hashed"), HashedEmbedding)
+    assert embedding_provider("hashed") is embedding_provider("hashed")
+
+
+def test_embedding_provider_rejects_an_unknown_name_naming_the_choices():
+    with pytest.raises(InvalidInput, match="embedding.*hashed, minilm"):
+        embedding_provider("word2vec")

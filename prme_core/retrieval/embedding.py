@@ -11,6 +11,7 @@ machines, thread counts and row orders.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -149,3 +150,29 @@ def cosine_scores(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, quer
     scores = np.zeros(m.shape[0], dtype=np.float64)
     np.divide(dots, denominator, out=scores, where=positive)
     return np.clip(scores, -1.0, 1.0)
+
+
+EMBEDDING_PROVIDERS = ("hashed", "minilm")
+"""Names an engine or Dagster resource can select: the dependency-free default, or the local
+all-MiniLM-L6-v2 model of the optional ``semantic`` extra."""
+_PROVIDERS: dict[str, EmbeddingProvider] = {}
+
+
+def embedding_provider(name: str) -> EmbeddingProvider:
+    """The provider called ``name``, one instance per process (a model loads once and every step
+    of a run shares it). ``minilm`` raises ``SentenceEmbeddingUnavailable`` with an install hint
+    where the extra is missing; nothing falls back silently."""
+    if name not in EMBEDDING_PROVIDERS:
+        raise InvalidInput("embedding", f"must be one of {', '.join(EMBEDDING_PROVIDERS)}; got {name!r}")
+    if name not in _PROVIDERS:
+        if name == "minilm":
+            from prme_core.retrieval.sentence_embedding import SentenceTransformerEmbedding
+
+            # The weights are local files; keep the Hugging Face stack from asking the network.
+            for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+                os.environ.setdefault(variable, "1")
+
+            _PROVIDERS[name] = SentenceTransformerEmbedding()
+        else:
+            _PROVIDERS[name] = HashedEmbedding()
+    return _PROVIDERS[name]
