@@ -22,6 +22,12 @@ from prme_assets.split import query_split
 
 LEARNING_ASSETS = [feedback_snapshot, query_split, ranking_proposal, full_retrieval_holdout, candidate_profile]
 
+FORKSERVER_START = {"forkserver": {"preload_modules": ["prme_assets.definitions"]}}
+"""Step processes fork from a server that has already imported this code location. A learning
+run has twelve steps (five stages, seven gates); spawning each one fresh re-imports Dagster and
+``prme_core`` (about 3.5 s a step on 2 cores), forking from the preloaded server does not."""
+EXECUTOR = dg.multiprocess_executor.configured({"start_method": FORKSERVER_START}, name="prme_multiprocess")
+
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
     return dg.Definitions(
@@ -30,6 +36,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job, locomo_demo_job],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],
         schedules=[nightly_learning_schedule],
+        executor=EXECUTOR,
         resources=resources or {"prme_store": store_resource_from_env(), "evidence_io": evidence_io_from_env(),
                                 "learning_policy": LearningPolicyResource()},
     )

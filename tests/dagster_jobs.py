@@ -7,7 +7,7 @@ import os
 
 import dagster as dg
 
-from prme_assets.definitions import build_definitions
+from prme_assets.definitions import FORKSERVER_START, build_definitions
 from prme_assets.evidence_io import EvidenceIOManager
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 
@@ -22,4 +22,4 @@ def lab_resources(store_url: str) -> dict:
 def multiprocess_learning_job() -> dg.JobDefinition:
     defs = build_definitions(lab_resources(os.environ["PRME_STORE_URL"]))
     return defs.resolve_job_def("prme_learning_job").with_executor_def(
-        dg.multiprocess_executor.configured({"max_concurrent": 2}))
+        dg.multiprocess_executor.configured({"max_concurrent": 2, "start_method": FORKSERVER_START}))

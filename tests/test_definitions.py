@@ -109,3 +109,11 @@ def test_store_resource_takes_its_embedding_from_the_environment(monkeypatch, tm
     monkeypatch.setenv("PRME_EMBEDDING", "word2vec")
     with pytest.raises(Exception, match="embedding"):
         store_resource_from_env()
+
+
+def test_runs_from_the_ui_fork_their_steps_from_a_preloaded_server():
+    job = defs.resolve_job_def("prme_learning_job")
+    assert job.executor_def.name == "prme_multiprocess"
+    resolved = job.executor_def.apply_config_mapping({})  # the configured executor with no run config
+    assert resolved.success
+    assert resolved.value["config"]["start_method"] == {"forkserver": {"preload_modules": ["prme_assets.definitions"]}}
