@@ -52,3 +52,10 @@ def median(values: list[float]) -> float:
 
 def row(label: str, value: float, unit: str, target: str = "") -> None:
     print(f"  {label:<52} {value:>12,.1f} {unit:<10} {target}", flush=True)
+
+
+def python_calibration_ms(repeats: int = 7) -> float:
+    """Median time of a fixed pure-Python loop (``sum(range(10**6))``): a yardstick for how fast
+    this host runs interpreter-bound code, printed beside figures whose targets were set on
+    another machine."""
+    return median([timed(lambda: sum(range(10**6))) * 1000.0 for _ in range(repeats)])
