@@ -82,3 +82,56 @@ def test_engine_evaluate_learning_is_deterministic_and_changes_nothing(judged):
     assert first.canonical_bytes() == second.canonical_bytes()
     assert first.decision == "insufficient_data" and first.coverage.feedback_records == 5
     assert judged.retrieve("cats", owner="alice", scopes=["personal"], reference_time=NOW).metadata.ranking_profile_status == "none"
+
+
+def test_a_receipt_whose_digest_field_lies_far_from_its_end_still_resolves(client):
+    # The query appears twice after "projection_sha256" in a canonical receipt, so a 4,000-
+    # character query puts the field more than the first-searched tail away from the end.
+    client.store_batch("carol", ["Carol: cats " + "word " * 20, "Carol: trains"])
+    query = "cats " + "x" * 3995
+    r = client.retrieve(query, owner="carol", scopes=["personal"], reference_time=NOW)
+    client.record_relevance(r.metadata.request_id, {r.results[0].node_id: True}, owner="carol", method="explicit_user")
+    snapshot = client.snapshot_feedback("carol")
+    evidence = snapshot.receipts[str(r.metadata.request_id)]
+    assert evidence.header["query"] == query and evidence.checksum == r.receipt.checksum()
+
+
+def test_candidate_ranks_are_found_without_splitting_and_agree_with_the_split_ids(judged):
+    snapshot = judged.snapshot_feedback("alice")
+    for evidence in snapshot.receipts.values():
+        ids = evidence.node_ids()
+        assert evidence.ranks_of(ids) == [ids.index(i) for i in ids]
+        assert evidence.node_ids_at(range(len(ids))) == ids
+        assert evidence.ranks_of([ids[0].upper(), ids[0][:35], "00000000-0000-4000-8000-000000000000"]) == [None] * 3
+
+
+def test_ranks_of_ids_that_are_not_uuid_strings_come_from_the_split_ids():
+    from prme_core.learning.snapshot import ReceiptEvidence
+    from prme_core.receipts.projection import PackedProjection
+
+    ids = ["node-a", "a-much-longer-node-identifier-than-a-uuid-string", "b"]
+    header = {"candidate_count": len(ids)}
+    evidence = ReceiptEvidence("r", "0" * 64, PackedProjection(header, b"", b"", "\x1f".join(ids), "", ""))
+    assert evidence.ranks_of([*ids, "node"]) == [0, 1, 2, None]
+    assert evidence.node_ids_at([2, 0]) == ["b", "node-a"]
+
+
+def test_payload_verification_finds_the_digest_field_in_the_tail_or_anywhere_and_checks_every_hash():
+    import hashlib
+
+    import pyarrow as pa
+
+    from prme_core.storage.session import _DIGEST_TAIL, _verify_payloads
+
+    marker = b'"projection_sha256":"'
+    near_end = b'{"a":"' + b"x" * 9000 + b'","projection_sha256":"' + b"1" * 64 + b'","q":"y"}'
+    far_from_end = b'{"projection_sha256":"' + b"2" * 64 + b'","q":"' + b"z" * (2 * _DIGEST_TAIL) + b'"}'
+    twice = b'{"c":"\\"projection_sha256\\":\\"' + b"9" * 64 + b'","projection_sha256":"' + b"3" * 64 + b'"}'
+    absent = b'{"q":"nothing here"}'
+    payloads = [near_end, far_from_end, twice, absent]
+    checksums = [hashlib.sha256(p).hexdigest() for p in payloads]
+    checksums[3] = "f" * 64  # a payload that no longer matches its checksum
+    column = pa.array([b"skipped"] + [p.decode() for p in payloads], type=pa.string()).slice(1)  # a non-zero offset
+    intact, digests = _verify_payloads(column, pa.array(checksums), marker)
+    assert intact == [True, True, True, False]
+    assert digests == ["1" * 64, "2" * 64, "3" * 64, ""]

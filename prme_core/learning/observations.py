@@ -253,16 +253,13 @@ def _validated_labels(snapshot: FeedbackSnapshot, record: Any, owner: str) -> li
     if evidence.checksum != record.receipt_checksum:
         raise InvalidEvidence(f"relevance record {record.feedback_id} was bound to a different receipt checksum "
                               "than the stored receipt; the evidence cannot be used")
-    ids = evidence.node_ids()
     out = []
     context = record.surface == "context"
     in_context, has_content = evidence.flags() if context else (None, None)
-    for node, positive in record.labels.items():
-        try:
-            rank = ids.index(node)
-        except ValueError:
+    for (node, positive), rank in zip(record.labels.items(), evidence.ranks_of(record.labels)):
+        if rank is None:
             raise InvalidEvidence(f"relevance record {record.feedback_id} labels {node}, which is not a "
-                                  "candidate of its receipt") from None
+                                  "candidate of its receipt")
         if context and (not in_context[rank] or (positive and not has_content[rank])):  # type: ignore[index]
             raise InvalidEvidence(f"relevance record {record.feedback_id}: context labels need included entries "
                                   "and positive ones need content-bearing entries")
@@ -303,8 +300,7 @@ def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> J
         sizes.append(len(ranks))
         n_pos.append(len(req.positives))
         policies.append(_POLICY_CODES[evidence.header["ranking_policy"]])
-        node_ids = evidence.node_ids()
-        judged_ids = [node_ids[r] for r in ranks]
+        judged_ids = evidence.node_ids_at(ranks)
         # Ties break by node id; judged candidates only compete within their request, so the
         # order of their id strings there is the whole key (string order = UUID order).
         order = sorted(range(len(ranks)), key=judged_ids.__getitem__)

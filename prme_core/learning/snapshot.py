@@ -103,6 +103,11 @@ class MissingEvidence(PrmeError, LookupError):
     """A relevance record references a receipt that cannot be found for the owner."""
 
 
+_ID_SEPARATOR = "\x1f"
+_ID_WIDTH = 36  # a canonical UUID string
+_ID_STRIDE = _ID_WIDTH + 1
+
+
 @dataclass(frozen=True)
 class ReceiptEvidence:
     """A verified receipt as learning needs it: checksum plus its packed candidate projection."""
@@ -127,6 +132,32 @@ class ReceiptEvidence:
         if ids is None:
             ids = self._arrays["_node_ids"] = self.projection.node_ids.split("\x1f") if self.projection.node_ids else []
         return ids
+
+    def _fixed_width(self) -> bool:
+        """Whether every candidate id is a 36-character UUID string (the normal case), so ranks
+        follow from offsets in the joined text without splitting it into strings."""
+        n = int(self.header["candidate_count"])
+        return n > 0 and len(self.projection.node_ids) == _ID_STRIDE * n - 1
+
+    def ranks_of(self, node_ids: Iterable[str]) -> list[int | None]:
+        """The first rank at which each id is a candidate (None where it is not one)."""
+        if not self._fixed_width():
+            ids = self.node_ids()
+            return [ids.index(node) if node in ids else None for node in node_ids]
+        text, out = self.projection.node_ids, []
+        for node in node_ids:
+            # A 36-character needle without a separator can only match one whole 36-character id.
+            at = text.find(node) if len(node) == _ID_WIDTH and _ID_SEPARATOR not in node else -1
+            out.append(None if at < 0 else at // _ID_STRIDE)
+        return out
+
+    def node_ids_at(self, ranks: Iterable[int]) -> list[str]:
+        """The candidate ids at the given ranks."""
+        if not self._fixed_width():
+            ids = self.node_ids()
+            return [ids[r] for r in ranks]
+        text = self.projection.node_ids
+        return [text[r * _ID_STRIDE: r * _ID_STRIDE + _ID_WIDTH] for r in ranks]
 
     def adjustments(self) -> list[str] | None:
         """Each candidate's recorded operations as JSON, or None when no candidate has any."""

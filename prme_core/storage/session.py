@@ -94,6 +94,9 @@ def row_operation(row: Sequence[Any]) -> StoredOperation:
                            admitted_at=from_epoch_us(admitted_us))
 
 
+_DIGEST_TAIL = 4096  # bytes of a payload searched first for the digest field (see _verify_payloads)
+
+
 def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list[bool], list[str]]:
     """For rows of two Arrow string columns: does sha256(payload) equal the checksum, and which
     64 characters follow ``marker`` in the payload. Works on the Arrow data buffer directly (no
@@ -101,8 +104,7 @@ def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list
     arr = payloads.combine_chunks() if hasattr(payloads, "combine_chunks") else payloads
     width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset: arr.offset + len(arr) + 1].tolist()
-    data = arr.buffers()[2].to_pybytes() if len(arr) else b""
-    view = memoryview(data)
+    view = memoryview(arr.buffers()[2]) if len(arr) else memoryview(b"")  # no copy of the payloads
     expected = checksums.to_pylist()
 
     def check(rows: range) -> list[bool]:
@@ -114,9 +116,18 @@ def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list
     digests = []
     for i in range(len(arr)):
         # The marker's key sorts late in a canonical receipt (after the bulky candidates), and
-        # no later field can contain it unescaped, so the last occurrence is the field.
-        at = data.rfind(marker, offsets[i], offsets[i + 1])
-        digests.append(data[at + len(marker): at + len(marker) + 64].decode() if at >= 0 else "")
+        # no later field can contain it unescaped, so the last occurrence is the field. Look in
+        # the payload's tail first; only when it is not there, in the whole payload (an
+        # occurrence found in the tail is later than any that starts before it).
+        lo, hi = offsets[i], offsets[i + 1]
+        tail_start = max(lo, hi - _DIGEST_TAIL)
+        at = bytes(view[tail_start:hi]).rfind(marker)
+        if at >= 0:
+            at += tail_start
+        elif tail_start > lo:
+            at = bytes(view[lo:hi]).rfind(marker)
+            at = at + lo if at >= 0 else -1
+        digests.append(bytes(view[at + len(marker): at + len(marker) + 64]).decode() if at >= 0 else "")
     return parts[0] + parts[1], digests
 
 
