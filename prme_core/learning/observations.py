@@ -24,6 +24,7 @@ import numpy as np
 
 from prme_core.canonical import parse_json
 from prme_core.errors import InvalidInput, PrmeError
+from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.snapshot import FeedbackSnapshot, MissingEvidence
 from prme_core.learning.split import group_id, is_validation, query_digest
@@ -172,6 +173,7 @@ def _query_groups(query_groups: Mapping[Any, Any] | None, snapshot: FeedbackSnap
     return dict(sorted(out.items()))
 
 
+@cyclic_gc_paused()
 def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any = "results",
             config: LearningConfig | None = None, query_groups: Mapping[Any, Any] | None = None) -> Prepared:
     owner = check_owner(owner)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from prme_core.errors import IntegrityError
+from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.bootstrap import bootstrap_interval
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import PairwiseObjective, coordinate_search, judged_metrics, proposed_scores
@@ -63,6 +64,7 @@ def coverage_sufficient(prepared: Prepared) -> bool:
     return c.training_queries >= cfg.min_training_queries and c.validation_queries >= cfg.min_validation_queries
 
 
+@cyclic_gc_paused()
 def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
     cfg = prepared.config
     common: dict[str, Any] = dict(

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 from uuid import UUID
 
@@ -29,8 +29,13 @@ from prme_core.canonical import canonical_digest, parse_json
 from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, PrmeError
 from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
+from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
+from prme_core.receipts.projection import (
+    INT_COLUMNS,
+    PackedProjection,
+    packed_projection,
+)
 from prme_core.receipts.store import OP_RECEIPT
 from prme_core.storage.base import Store
 from prme_core.storage.records import StoredOperation
@@ -213,6 +218,7 @@ def check_max_records(max_records: Any) -> int:
     return max_records
 
 
+@cyclic_gc_paused()
 def cut_snapshot(store: Store, owner: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> FeedbackSnapshot:
     """Cut the owner's relevance records (one bounded query) and resolve their receipts."""
     owner = check_owner(owner)
@@ -233,6 +239,7 @@ def cut_snapshot(store: Store, owner: str, *, max_records: int = DEFAULT_MAX_REC
     return _assemble(store, owner, max_records, records, checksums)
 
 
+@cyclic_gc_paused()
 def load_snapshot(store: Store, manifest: SnapshotManifest) -> FeedbackSnapshot:
     """Reload exactly the cut a manifest names and verify it reproduces the same checksum."""
     owner = manifest.owner
