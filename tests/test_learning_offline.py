@@ -235,3 +235,17 @@ def test_growing_the_dataset_keeps_every_request_in_its_split():
     split_small = {rid: q.split for q in small.queries for rid in q.request_ids}
     split_large = {rid: q.split for q in large.queries for rid in q.request_ids}
     assert all(split_large[r] == s for r, s in split_small.items())
+
+
+def test_fitted_multipliers_are_correctly_rounded_exponentials_of_the_search_grid():
+    # numpy's float64 exp runs CPU-specific SIMD code on AVX-512 hosts (exp(-0.125) comes out
+    # one bit low there); the fit's factors must carry the same bits on every machine.
+    from decimal import Context, Decimal
+
+    from prme_core.learning.fit import _HIGH, _LOW, STEP_SCHEDULE, multipliers_from_logs
+
+    grid = [k * STEP_SCHEDULE[-1] for k in range(-22, 23)]
+    exact = [float(Context(prec=60).exp(Decimal(x))) for x in grid]
+    assert multipliers_from_logs(grid).tolist() == exact
+    assert multipliers_from_logs([-0.125])[0] == 0.8824969025845955
+    assert multipliers_from_logs([0.0, _LOW, _HIGH, _LOW - 1.0, _HIGH + 1.0]).tolist() == [1.0, 0.25, 4.0, 0.25, 4.0]

@@ -146,3 +146,33 @@ def test_sentence_embedding_provider_reports_a_clear_error_or_a_full_identity():
     vectors = provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."])
     assert vectors.shape == (2, 384) and vectors.dtype.name == "float32"
     assert (provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."]) == vectors).all()
+
+
+def test_the_lambdarank_challenger_does_not_depend_on_the_order_of_requests():
+    # prepared.requests is ordered by request id, a random UUID per run: the challenger must
+    # train and judge the same way whatever that order is.
+    pytest.importorskip("lightgbm", reason="LightGBM comes with the bench extra (the README test command)")
+    import numpy as np
+
+    from benchmarks.locomo_ranking import FEATURE_NAMES, JudgedRequests, lambdarank_challenger
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for r in range(200):  # LoCoMo-like: 20 judged candidates, one positive, coarse feature values
+        features = np.round(rng.random((20, len(FEATURE_NAMES))), 2)
+        features[:, FEATURE_NAMES.index("rank")] = np.arange(20)
+        labels = np.zeros(20, dtype=int)
+        labels[int(rng.integers(0, 20))] = 1
+        rows.append((features, labels, f"group {r % 90}", r % 90 >= 60))
+
+    def run(order):
+        data = JudgedRequests([rows[i][0] for i in order], [rows[i][1] for i in order],
+                              [rows[i][2] for i in order], [rows[i][3] for i in order])
+        return lambdarank_challenger(data, [], k=10, seed=7)
+
+    first = run(range(200))
+    assert first["status"] == "trained" and first["validation_groups"] == 30
+    for seed in range(3):
+        shuffled = run(np.random.default_rng(seed).permutation(200).tolist())
+        assert shuffled["validation_ndcg_gain"] == first["validation_ndcg_gain"]  # bit for bit
+        assert shuffled["feature_gain"] == first["feature_gain"]

@@ -16,6 +16,7 @@ optimizer is a deterministic coordinate search in log space (algorithm
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,20 @@ FIT_ALGORITHM = "pairwise_weight_multipliers_v1"
 PARALLEL_ROWS = 50_000  # below this, threads cost more than they save
 STEP_SCHEDULE = (0.5, 0.25, 0.125, 0.0625)
 IMPROVEMENT_EPSILON = 1e-12
-_LOW, _HIGH = math.log(MIN_MULTIPLIER), math.log(MAX_MULTIPLIER)
+_EXACT = decimal.Context(prec=40)
+_LOW, _HIGH = (float(_EXACT.ln(decimal.Decimal(b))) for b in (MIN_MULTIPLIER, MAX_MULTIPLIER))
+
+
+def multipliers_from_logs(log_multipliers: np.ndarray) -> np.ndarray:
+    """``exp`` of each log-factor, computed in decimal and rounded once, so every machine gets
+    the same bits (numpy's float64 ``exp`` runs CPU-specific SIMD code on AVX-512 hosts and can
+    differ from other hosts in the last bit); the clamp ends map to exactly 0.25 and 4."""
+    out = np.empty(len(log_multipliers))
+    for i, value in enumerate(log_multipliers):
+        value = float(value)
+        out[i] = (MIN_MULTIPLIER if value <= _LOW else MAX_MULTIPLIER if value >= _HIGH
+                  else float(_EXACT.exp(decimal.Decimal(value))))
+    return out
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -85,7 +99,7 @@ class PairwiseObjective:
         return list(_pool().map(fn, parts))
 
     def loss(self, log_multipliers: np.ndarray) -> float:
-        m = np.exp(log_multipliers)
+        m = multipliers_from_logs(log_multipliers)
         scores = np.concatenate(self._map(lambda rows: proposed_scores(self.judged, m, rows), self._row_parts))
         judged, scale = self.judged, self.margin_scale
 
@@ -122,7 +136,7 @@ def coordinate_search(objective: PairwiseObjective, passes_per_step: int) -> tup
                         best, current, changed = loss, trial, True
             if not changed:
                 break
-    return np.clip(np.exp(current), MIN_MULTIPLIER, MAX_MULTIPLIER), before, best
+    return multipliers_from_logs(current), before, best
 
 
 def judged_positions(judged: Judged, scores: np.ndarray) -> np.ndarray:
