@@ -114,6 +114,12 @@ def test_ranks_of_ids_that_are_not_uuid_strings_come_from_the_split_ids():
     evidence = ReceiptEvidence("r", "0" * 64, PackedProjection(header, b"", b"", "\x1f".join(ids), "", ""))
     assert evidence.ranks_of([*ids, "node"]) == [0, 1, 2, None]
     assert evidence.node_ids_at([2, 0]) == ["b", "node-a"]
+    # Lengths 35 and 37 add up like two 36-character ids; offsets would then mislead.
+    short, long = "a" * 35, "b" * 37
+    evidence = ReceiptEvidence("r", "0" * 64, PackedProjection({"candidate_count": 2}, b"", b"",
+                                                               f"{short}\x1f{long}", "", ""))
+    assert evidence.ranks_of([long, short, "b" * 36]) == [1, 0, None]
+    assert evidence.node_ids_at([1]) == [long]
 
 
 def test_payload_verification_finds_the_digest_field_in_the_tail_or_anywhere_and_checks_every_hash():

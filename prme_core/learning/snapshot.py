@@ -31,11 +31,7 @@ from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.projection import (
-    INT_COLUMNS,
-    PackedProjection,
-    packed_projection,
-)
+from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
 from prme_core.receipts.store import OP_RECEIPT
 from prme_core.storage.base import Store
 from prme_core.storage.records import StoredOperation
@@ -139,10 +135,16 @@ class ReceiptEvidence:
         return ids
 
     def _fixed_width(self) -> bool:
-        """Whether every candidate id is a 36-character UUID string (the normal case), so ranks
-        follow from offsets in the joined text without splitting it into strings."""
-        n = int(self.header["candidate_count"])
-        return n > 0 and len(self.projection.node_ids) == _ID_STRIDE * n - 1
+        """Whether every candidate id is 36 characters long (UUID strings, the normal case), so
+        ranks follow from offsets in the joined text without splitting it into strings: the
+        length fits and the separators sit exactly at every 37th character (checked once)."""
+        fixed = self._arrays.get("_fixed")
+        if fixed is None:
+            n, text = int(self.header["candidate_count"]), self.projection.node_ids
+            fixed = self._arrays["_fixed"] = (
+                n > 0 and len(text) == _ID_STRIDE * n - 1 and text.count(_ID_SEPARATOR) == n - 1
+                and text[_ID_WIDTH::_ID_STRIDE] == _ID_SEPARATOR * (n - 1))
+        return fixed
 
     def ranks_of(self, node_ids: Iterable[str]) -> list[int | None]:
         """The first rank at which each id is a candidate (None where it is not one)."""
