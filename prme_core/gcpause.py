@@ -3,8 +3,8 @@
 A 100k-record snapshot holds millions of small containers. Each of them counts towards the
 collector's thresholds, so while such a structure is built, full collections run again and
 again over an ever larger heap, and find nothing: every object there is freed by reference
-counting. At 100k records these collections cost 5–7 s of a ~30 s learning run (see the note
-of the learning benchmark). Pausing collection for the duration is safe: cycles created
+counting. At 100k records these collections cost 5–7 s of a ~30 s learning run
+(``python -m benchmarks.learning``). Pausing collection for the duration is safe: cycles created
 meanwhile are collected once it resumes. The pause is process-wide, so it is counted: with
 overlapping pauses (threads, nesting) collection resumes when the last one ends, and only if it
 was enabled when the first one began.
