@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from prme_core.features import TRACE_FEATURES, WEIGHT_NAMES
 from prme_core.learning.bootstrap import bootstrap_interval
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import judged_metrics, proposed_scores
@@ -24,10 +25,8 @@ from prme_core.learning.observations import Prepared, prepare
 from prme_core.learning.offline import evaluate_prepared
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import FeedbackSnapshot
-from prme_core.retrieval.config import WEIGHT_FIELDS
 
-FEATURES = ("semantic", "lexical", "graph", "recency", "salience", "confidence", "epistemic_weight",
-            "temporal_affinity", "node_type_boost")
+FEATURES = TRACE_FEATURES
 EXPLORATORY_MARGINS = (20.0, 50.0, 100.0)
 
 
@@ -111,7 +110,7 @@ def diagnose(snapshot: FeedbackSnapshot, proposal: LearningEvaluation, *, owner:
     }
     spread = {name: {"std": float(j.features[:, i].std()), "mean_positive": float(j.features[positives, i].mean()),
                      "mean_negative": float(j.features[~positives, i].mean())} for i, name in enumerate(FEATURES)}
-    constant = [name for name in FEATURES[:6] if spread[name]["std"] < 1e-9]
+    constant = [name for name in WEIGHT_NAMES if spread[name]["std"] < 1e-9]
     same = np.all(j.features[j.pair_positive] == j.features[j.pair_negative], axis=1)
     ahead = j.recorded[j.pair_positive] > j.recorded[j.pair_negative]
     inheritance = {
@@ -196,7 +195,7 @@ def _refits(snapshot: FeedbackSnapshot, prepared: Prepared, *, owner: str, scope
         refit = evaluate_prepared(variant)
         m = np.array(refit.multipliers.vector())
         effect = effect_on(prepared, m)
-        rows.append({"variant": name, "multipliers": dict(zip(WEIGHT_FIELDS, map(float, m))),
+        rows.append({"variant": name, "multipliers": dict(zip(WEIGHT_NAMES, map(float, m))),
                      "train_ndcg_gain": effect["train"]["ndcg_gain"],
                      "validation_ndcg_gain": effect["validation"]["ndcg_gain"],
                      "validation_interval": effect["validation"].get("interval"),

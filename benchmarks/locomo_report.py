@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_json, parse_json
+from prme_core.features import WEIGHT_NAMES
 from prme_core.types import FrozenModel
 
 CheckMark = Literal["pass", "fail", "not reached"]
@@ -398,8 +399,7 @@ def diagnosis_section(report: BenchmarkReport) -> list[str]:
     for o in report.owners:
         for row in o.diagnosis.get("exploratory_refits", []):
             m = row["multipliers"]
-            lines.append(f"| {o.owner} | {row['variant']} | " + ", ".join(f"{m[k]:.2f}" for k in (
-                "semantic", "lexical", "graph", "recency", "salience", "confidence")) +
+            lines.append(f"| {o.owner} | {row['variant']} | " + ", ".join(f"{m[k]:.2f}" for k in WEIGHT_NAMES) +
                 f" | {_gain(row['train_ndcg_gain'])} | {_gain(row['validation_ndcg_gain'])} "
                 f"{_interval(row['validation_interval'])} |")
     notes = report.total.get("diagnosis_notes") or []

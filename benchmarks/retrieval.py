@@ -17,8 +17,10 @@ import warnings
 from datetime import timedelta
 
 from benchmarks.common import bench_store_url, median, percentile, python_calibration_ms, row, timed
+from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import default_locomo_path, read_locomo
+from prme_core.datasets.locomo import read_locomo
+from prme_core.errors import LocomoDataNotFound
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
@@ -26,8 +28,11 @@ PROFILE_OWNER = "bench-owner-with-profile"
 
 def corpus_and_queries(memories: int, queries: int, seed: int = 11) -> tuple[list[dict], list[str]]:
     rng = random.Random(seed)
-    path = default_locomo_path()
-    if path is not None and path.is_file():
+    try:
+        path = find_locomo_data()
+    except LocomoDataNotFound:
+        path = None
+    if path is not None:
         convs = read_locomo(path)
         turns = [m for c in convs for m in c.memories()]
         questions = [q.question for c in convs for q in c.questions]

@@ -2,16 +2,20 @@
 every gate of that exact partition and materialization pass; operator jobs to deactivate and
 roll back.
 
-The activation change id derives from the profile id, so a rerun of the job is an exact retry
-(a no-op returning the first change). Runs for one partition are serialized by the
+The activation change id derives from the profile id, so a rerun of the job is an exact retry:
+it records nothing and says so. A profile that served a partition before and was deactivated or
+rolled back away since is never activated again by this job or its sensor (an operator's change
+stands until an operator rolls back to it). Runs for one partition are serialized by the
 ``prme/activation_target`` run-tag limit in ``dagster.yaml``; the pointer change itself is a
 compare-and-set in the domain store, so even concurrent ad-hoc runs cannot both win.
 """
 
 import dagster as dg
 
+from prme_core.errors import ReactivationRefused
 from prme_core.learning.stages import activation_change_id
 from prme_core.learning.verdicts import runtime_verdict
+from prme_core.profiles import registry as profiles
 
 from prme_assets.check_records import latest_checks, latest_materialization
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
@@ -33,6 +37,14 @@ class ActivationConfig(dg.Config):
                                     "current pointer, then activate it (deterministic change id).")
 def activate_profile_op(context: dg.OpExecutionContext, config: ActivationConfig,
                         prme_store: PrmeStoreResource) -> dg.Output[dict]:
+    """Activate a sensor-approved profile: idempotent for retries of the same decision, and never
+    undoing an operator's change.
+
+    A re-run finds its change already recorded and reports ``outcome=already_recorded`` with the
+    profile active now; nothing is written. If the profile served this partition before and was
+    deactivated or rolled back away since, the run fails with that reason and activates nothing:
+    serving it again is a deliberate ``rollback_profile_job`` with its profile id.
+    """
     owner, scopes = decode_target(config.partition_key)
     with prme_store.client() as client:
         status = client.get_ranking_profile(config.profile_id, owner)  # loading re-validates the evidence
@@ -45,12 +57,23 @@ def activate_profile_op(context: dg.OpExecutionContext, config: ActivationConfig
                                   running_scoring=client.settings.scoring)
         if not verdict.passed:
             raise dg.Failure(verdict.description)
-        change_id = activation_change_id(profile.profile_id)
-        state = client.activate_ranking_profile(profile.profile_id, owner=owner, change_id=change_id)
-    repeated = state.change_id == change_id and status.active
-    context.log.info("activation already recorded: no-op" if repeated else f"activated {profile.profile_id}")
+        try:
+            state = client.activate_ranking_profile(profile.profile_id, owner=owner, reactivate=False,
+                                                    change_id=activation_change_id(profile.profile_id))
+        except ReactivationRefused as exc:
+            raise dg.Failure(description=str(exc), metadata={"profile_id": str(profile.profile_id),
+                                                             "outcome": "refused"}) from None
+    in_force = state.superseded_by or state  # a replay reports the pointer as it is now
+    active = str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring"
+    if state.replayed:
+        context.log.info(f"activation already recorded (change {state.change_id} at {state.changed_at.isoformat()}); "
+                         f"nothing changed; the active profile is {active}")
+    else:
+        context.log.info(f"activated {profile.profile_id} (change {state.change_id})")
     return dg.Output({"profile_id": str(profile.profile_id), "change_id": str(state.change_id)}, metadata={
-        "profile_id": str(profile.profile_id), "change_id": str(state.change_id), "no_op_rerun": repeated,
+        "profile_id": str(profile.profile_id), "change_id": str(state.change_id),
+        "outcome": "already_recorded" if state.replayed else "activated", "no_op_rerun": state.replayed,
+        "active_profile_id": active,
         "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
         "changed_at": state.changed_at.isoformat(),
     })
@@ -91,11 +114,15 @@ def activation_request(instance: dg.DagsterInstance, partition: str, prme_store:
     with prme_store.client() as client:
         active = client.get_active_ranking_profile(owner, scopes)
         status = client.get_ranking_profile(profile_id, owner)
+        served = None if status is None else profiles.last_served(client.store, owner, scopes, profile_id)
     active_id = None if active is None else str(active.profile_id)
     if active_id == profile_id:
         return "already active"
     if status is None:
         return f"profile {profile_id} is missing from the store"
+    if served is not None:
+        return (f"profile {profile_id} served before ({served.action} change {served.change_id}) and was deactivated "
+                "or rolled back away since; serving it again is an operator's rollback_profile_job, not a sensor run")
     baseline = status.profile.baseline_profile_id
     if active_id != (None if baseline is None else str(baseline)):
         return (f"stale baseline: {active_id or 'base scoring'} serves now, the holdout ran against "

@@ -3,7 +3,9 @@
 ``prme main`` runs the project's main Dagster job on the embedded default: a DuckDB file
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
 ``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml``).
-No server is started. ``prme locomo-benchmark`` runs ``benchmarks.locomo_learning`` from a
+No server is started. It reads the LoCoMo file given by ``--data``, else ``PRME_LOCOMO_PATH``,
+else ``../shared/data/locomo/locomo-dev.json`` from the working directory or the checkout
+(``prme_assets.demo.data``). ``prme locomo-benchmark`` runs ``benchmarks.locomo_learning`` from a
 checkout (its own store and temporary Dagster instance; see ``--help``). The CLI lives with the orchestration layer; ``prme_core`` never imports
 Dagster.
 """
@@ -54,14 +56,22 @@ def _quiet_dagster_warnings() -> None:
 
 
 def cmd_main(args: argparse.Namespace) -> int:
+    from prme_assets.demo.data import find_locomo_data
+    from prme_core.datasets.locomo import LocomoDataNotFound
+
     _quiet_dagster_warnings()
+    try:
+        data = find_locomo_data(args.data)
+    except LocomoDataNotFound as exc:
+        _say(str(exc))
+        return 2
     if args.store:
         os.environ[STORE_URL_ENV] = args.store
     home = prepare_dagster_home()
     _say(f"Dagster instance: {home} · store: {os.environ.get(STORE_URL_ENV, 'duckdb:///.prme/prme.duckdb')}")
-    from prme_assets.main_job import run_main
+    from prme_assets.demo.main_job import run_main
 
-    return run_main(data_path=args.data, conversations=args.conversation or None, say=_say)
+    return run_main(data_path=data, conversations=args.conversation or None, say=_say)
 
 
 def _benchmark_module():
@@ -85,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prme", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     main = sub.add_parser("main", help="run the main job on the embedded default (no server)")
-    main.add_argument("--data", default=None, help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json)")
+    main.add_argument("--data", default=None,
+                      help="LoCoMo-format JSON (default: PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
+                           "from the working directory, then from the checkout)")
     main.add_argument("--store", default=None, help="store URL (default: PRME_STORE_URL or duckdb:///.prme/prme.duckdb)")
     main.add_argument("--conversation", action="append", help="limit to these sample ids (repeatable)")
     main.set_defaults(func=cmd_main)

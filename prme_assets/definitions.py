@@ -1,4 +1,6 @@
-"""The code location: every asset, check, job, sensor and schedule, and their resources."""
+"""The production code location: the learning pipeline's assets, gate checks, jobs, sensors and
+schedule, and their resources. The LoCoMo demo is a code location of its own
+(``prme_assets.demo.definitions``)."""
 
 import dagster as dg
 
@@ -9,7 +11,6 @@ from prme_assets.activation import (
     rollback_profile_job,
 )
 from prme_assets.checks import GATES
-from prme_assets.demo import locomo_demo_job, locomo_feedback, locomo_memories
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
 from prme_assets.holdout import full_retrieval_holdout
@@ -31,9 +32,9 @@ EXECUTOR = dg.multiprocess_executor.configured({"start_method": FORKSERVER_START
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
     return dg.Definitions(
-        assets=[*LEARNING_ASSETS, locomo_memories, locomo_feedback],
+        assets=list(LEARNING_ASSETS),
         asset_checks=list(GATES),
-        jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job, locomo_demo_job],
+        jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],
         schedules=[nightly_learning_schedule],
         executor=EXECUTOR,

@@ -11,8 +11,7 @@ from urllib.parse import unquote
 import dagster as dg
 
 from prme_core.errors import InvalidInput
-from prme_core.memory.models import is_scope_name
-from prme_core.validation import check_owner
+from prme_core.validation import check_owner, check_scope_set
 
 LEARNING_TARGETS = dg.DynamicPartitionsDefinition(name="prme_learning_targets")
 SEPARATOR = "::"
@@ -26,9 +25,7 @@ def _escape(text: str) -> str:
 def encode_target(owner: str, scopes) -> str:
     """The partition key of (owner, exact scope set)."""
     owner = check_owner(owner)
-    names = sorted(set([scopes] if isinstance(scopes, str) else scopes))
-    if not names or not all(is_scope_name(s) for s in names):
-        raise InvalidInput("scopes", f"must be non-empty scope names (lowercase identifiers), got {scopes!r}")
+    names = check_scope_set(scopes)  # whole-string names: "personal\n" is not one
     return f"{_escape(owner)}{SEPARATOR}{'+'.join(names)}"
 
 

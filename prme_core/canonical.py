@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,6 +29,9 @@ import orjson
 from prme_core.errors import CanonicalFormError
 
 CANONICAL_FORM = "prme-canonical-json-v1"
+SHA256_HEX_PATTERN = "[0-9a-f]{64}"
+"""A lowercase hexadecimal SHA-256 digest, the form of every PRME checksum."""
+_SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 _OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
@@ -101,9 +105,5 @@ def canonical_digest(obj: Any) -> str:
 
 
 def is_sha256_hex(value: object) -> bool:
-    """True for a 64-character lowercase hexadecimal string."""
-    return (
-        isinstance(value, str)
-        and len(value) == 64
-        and all(c in "0123456789abcdef" for c in value)
-    )
+    """True for a 64-character lowercase hexadecimal string (``SHA256_HEX_PATTERN``)."""
+    return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None

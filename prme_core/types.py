@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, StringConstraints, ValidationInfo
 
-from prme_core.canonical import canonical_json, sha256_hex
+from prme_core.canonical import SHA256_HEX_PATTERN, canonical_json, sha256_hex
 
 MAX_OWNER_CHARS = 256
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_LABEL_CHARS = 512
+# Unicode control characters (category Cc: C0, DEL and C1, e.g. U+0085) and the line and
+# paragraph separators U+2028/U+2029, which some tools also treat as line breaks.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+NUL_MESSAGE = "must not contain NUL characters (\\x00): PostgreSQL text cannot store them; remove or replace them"
 
 
 def _to_utc(value: datetime) -> datetime:
@@ -24,7 +29,74 @@ def _check_owner(value: str) -> str:
     if value != value.strip():
         raise ValueError("owner must not start or end with whitespace")
     if _CONTROL.search(value):
-        raise ValueError("owner must not contain control characters")
+        raise ValueError("owner must not contain control characters (Unicode Cc such as U+0085) or the line and "
+                         "paragraph separators U+2028/U+2029")
+    return value
+
+
+def _reject_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(NUL_MESSAGE)
+    return value
+
+
+def nul_location(value: Any, path: str = "") -> str | None:
+    """Where the first NUL character sits in a string or a JSON-like value (its keys and strings):
+    ``path`` extended by ``['key']`` and ``[index]`` steps, or None when there is none."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return f"{path} key {key!r}"
+            found = nul_location(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = nul_location(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+H = TypeVar("H", bound=Hashable)
+
+
+def sorted_unique(values: Iterable[H]) -> tuple[H, ...]:
+    """``values`` in canonical set form: sorted, each once (how scope sets are recorded)."""
+    return tuple(sorted(set(values)))  # type: ignore[type-var]
+
+
+def _named(info: ValidationInfo, rule: str) -> str:
+    return f"{info.field_name} {rule}" if info.field_name else rule
+
+
+def _reject_blank(value: str, info: ValidationInfo) -> str:
+    if not value.strip():
+        raise ValueError(_named(info, "must not be blank"))
+    return value
+
+
+def _reject_repeats(value: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+    if len(set(value)) != len(value):
+        raise ValueError(_named(info, "must be unique"))
+    return value
+
+
+def _require_sorted_unique(value: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+    if sorted_unique(value) != value:
+        raise ValueError(_named(info, "must be sorted and unique"))
+    return value
+
+
+def check_window_end(value: Any, info: ValidationInfo) -> Any:
+    """Field validator of a window's upper bound (``time_to``, ``event_time_to``): not earlier
+    than its lower bound (``time_from``, ``event_time_from``), which is declared first."""
+    low = info.field_name[: -len("_to")] + "_from"  # type: ignore[index]
+    start = info.data.get(low)
+    if value is not None and start is not None and start > value:
+        raise ValueError(f"must not be earlier than {low} ({start.isoformat()}); swap the two bounds")
     return value
 
 
@@ -34,8 +106,30 @@ UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 Owner = Annotated[str, StringConstraints(min_length=1, max_length=MAX_OWNER_CHARS), AfterValidator(_check_owner)]
 """A non-blank owner identity of at most 256 characters, without control characters."""
 
-Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+NulFree = AfterValidator(_reject_nul)
+"""Marks caller text that is stored: both backends refuse NUL, which PostgreSQL text cannot hold."""
+
+Sha256Hex = Annotated[str, StringConstraints(pattern=f"^{SHA256_HEX_PATTERN}$")]
 """A lowercase hexadecimal SHA-256 digest."""
+
+NonBlank = AfterValidator(_reject_blank)
+"""Marks text that must hold more than whitespace (the message names the field)."""
+
+Label = Annotated[str, StringConstraints(min_length=1, max_length=MAX_LABEL_CHARS), NulFree, NonBlank]
+"""A stored caller-chosen name (answer id, query group): 1..512 characters, not blank, no NUL."""
+
+Unique = AfterValidator(_reject_repeats)
+"""Marks a tuple whose items must not repeat (its order is kept)."""
+
+SortedUnique = AfterValidator(_require_sorted_unique)
+"""Marks a tuple recorded in canonical set form (``sorted_unique``): sorted, no repeats."""
+
+Normalized = AfterValidator(sorted_unique)
+"""Puts a caller's tuple into canonical set form (``sorted_unique``): repeats dropped, sorted."""
+
+WindowEnd = Annotated[UtcDatetime | None, AfterValidator(check_window_end)]
+"""The upper bound of an optional time window (``time_to``, ``event_time_to``), not earlier than
+its lower bound (``check_window_end``)."""
 
 
 class FrozenModel(BaseModel):

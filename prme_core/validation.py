@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
+from uuid import UUID
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from prme_core.canonical import is_sha256_hex
 from prme_core.errors import InvalidInput
-from prme_core.types import Owner
+from prme_core.types import MAX_LABEL_CHARS, NUL_MESSAGE, Owner, nul_location, sorted_unique
 
 M = TypeVar("M", bound=BaseModel)
 _OWNER = TypeAdapter(Owner)
@@ -63,13 +65,15 @@ def check_scope_set(scopes: Any, *, allowed: Sequence[str] | None = None, field:
     if isinstance(scopes, str):
         scopes = (scopes,)
     if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-        raise InvalidInput(field, "must be a non-empty list of scope names (an exact scope set)")
+        choose = "" if allowed is None else f" from {list(allowed)}"
+        raise InvalidInput(field, f"must be a non-empty list of scope names{choose} (an exact scope set)")
     for scope in scopes:
         if not is_scope_name(scope):
-            raise InvalidInput(field, f"{scope!r} is not a scope name (a lowercase identifier)")
+            raise InvalidInput(field, f"{scope!r} is not a scope name (a lowercase identifier: a-z, then up to 63 "
+                               "of a-z, 0-9, _ and -)")
         if allowed is not None and scope not in allowed:
             raise InvalidInput(field, f"unknown scope {scope!r}; configured scopes: {list(allowed)}")
-    return tuple(sorted(set(scopes)))
+    return sorted_unique(scopes)
 
 
 def check_limit(limit: Any, *, field: str = "limit", maximum: int = 1000) -> int:
@@ -79,3 +83,52 @@ def check_limit(limit: Any, *, field: str = "limit", maximum: int = 1000) -> int
     if not 1 <= limit <= maximum:
         raise InvalidInput(field, f"must be in 1..{maximum}, got {limit}")
     return limit
+
+
+def check_flag(value: Any, field: str) -> bool:
+    """A flag: exactly True or False (no truthy strings or numbers)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field, f"must be True or False, got {value!r}")
+    return value
+
+
+def check_no_nul(value: Any, field: str) -> Any:
+    """Refuse a NUL character anywhere in caller text bound for storage (keys and strings of
+    JSON-like values included); both backends apply the same rule."""
+    where = nul_location(value)
+    if where is not None:
+        raise InvalidInput(field, f"{field}{where} {NUL_MESSAGE}" if where else NUL_MESSAGE)
+    return value
+
+
+def check_sha256(value: Any, field: str) -> str:
+    """A lowercase hexadecimal SHA-256 digest."""
+    if not is_sha256_hex(value):
+        raise InvalidInput(field, f"must be a SHA-256 hex digest (64 lowercase hex characters), got {value!r}")
+    return value
+
+
+def check_label(value: Any, field: str, message: str) -> str:
+    """A caller-chosen name: a non-blank string of at most 512 characters (``types.Label``'s
+    bounds); ``message`` says what the name is for."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_LABEL_CHARS:
+        raise InvalidInput(field, message)
+    return value
+
+
+def check_query_groups(query_groups: Any, field: str = "query_groups") -> dict[str, str]:
+    """Caller query groups: request id → a non-blank group name of at most 512 characters."""
+    if query_groups is None:
+        return {}
+    if not isinstance(query_groups, Mapping):
+        raise InvalidInput(field, "must map request ids to group names")
+    out: dict[str, str] = {}
+    for key, name in query_groups.items():
+        try:
+            request = str(UUID(str(key)))
+        except ValueError:
+            raise InvalidInput(field, f"key {key!r} is not a request id") from None
+        check_label(name, field, f"group name for {request} must be a non-blank string of at most 512 characters")
+        check_no_nul(name, f"{field}[{request}]")
+        out[request] = name
+    return out

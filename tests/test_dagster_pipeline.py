@@ -80,6 +80,41 @@ def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab
     assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == "already active"
 
 
+def _activation_metadata(result):
+    outputs = [e for e in result.all_node_events if e.is_successful_output]
+    return {k: v.value for k, v in outputs[0].step_output_data.metadata.items()}
+
+
+def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and_says_why(lab_url, instance):
+    _lab(lab_url)
+    assert _materialize(lab_url, instance).success
+    request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+
+    def run():
+        return activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
+                                                       resources=lab_resources(lab_url), raise_on_error=False)
+
+    first = run()
+    assert first.success and _activation_metadata(first)["outcome"] == "activated"
+    profile_id = _activation_metadata(first)["profile_id"]
+    rerun = _activation_metadata(run())
+    assert (rerun["outcome"], rerun["no_op_rerun"], rerun["active_profile_id"]) == ("already_recorded", True, profile_id)
+    with MemoryClient(lab_url) as client:
+        client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)  # the operator's decision
+    refused = run()
+    assert not refused.success
+    failure = refused.failure_data_for_node("activate_profile_op").user_failure_data
+    assert "was replaced since: deactivate change" in failure.description
+    assert "rollback_profile_job with profile_id" in failure.description
+    with MemoryClient(lab_url) as client:
+        assert client.get_active_ranking_profile(OWNER, SCOPES) is None
+        assert [s.action for s in client.ranking_profile_history(OWNER, SCOPES)] == ["deactivate", "activate"]
+        response = client.retrieve("how much is the cat repair", owner=OWNER, scopes=list(SCOPES), reference_time=NOW)
+    assert response.metadata.ranking_profile_status == "none"
+    reason = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+    assert isinstance(reason, str) and "served before" in reason and "rollback_profile_job" in reason
+
+
 def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
     _lab(lab_url, topics=tuple(TOPICS[:8]))
     checks, materialized = _outcome(_materialize(lab_url, instance))

@@ -1,6 +1,7 @@
-"""The Dagster UI serves this code location: start ``dagster-webserver -w workspace.yaml`` on
+"""The Dagster UI serves both code locations: start ``dagster-webserver -w workspace.yaml`` on
 loopback with a temporary DAGSTER_HOME, read the asset graph and the gate checks from its
-GraphQL endpoint, compare them with the definitions snapshot, and stop the server."""
+GraphQL endpoint, compare the production location with the definitions snapshot, check the
+LoCoMo demo location apart, and stop the server."""
 
 import json
 import os
@@ -25,6 +26,7 @@ ASSET_GRAPH_QUERY = """
 {
   assetNodes {
     assetKey { path }
+    repository { location { name } }
     groupName
     isPartitioned
     dependencyKeys { path }
@@ -140,6 +142,8 @@ def test_graphql_asset_graph_matches_the_definitions(webserver):
     nodes = _graphql(base, ASSET_GRAPH_QUERY)["assetNodes"]
     served = {}
     for node in nodes:
+        if node["repository"]["location"]["name"] != "prme_learning":
+            continue  # the LoCoMo demo location; see the last test
         name = "/".join(node["assetKey"]["path"])
         checks = node["assetChecksOrError"]
         assert checks["__typename"] == "AssetChecks", checks
@@ -168,3 +172,13 @@ def test_graphql_lists_the_jobs_sensors_and_schedules(webserver):
     assert jobs == set(SNAPSHOT["jobs"])
     assert {s["name"] for s in repo["sensors"]} == set(SNAPSHOT["sensors"])
     assert {s["name"] for s in repo["schedules"]} == set(SNAPSHOT["schedules"])
+
+
+def test_graphql_serves_the_locomo_demo_as_its_own_code_location(webserver):
+    base, _, _ = webserver
+    repositories = _graphql(base, JOBS_QUERY)["repositoriesOrError"]
+    (repo,) = [r for r in repositories["nodes"] if r["location"]["name"] == "prme_locomo_demo"]
+    assert {j["name"] for j in repo["jobs"]} - {"__ASSET_JOB"} == {"locomo_demo_job"}
+    demo_assets = {"/".join(n["assetKey"]["path"]) for n in _graphql(base, ASSET_GRAPH_QUERY)["assetNodes"]
+                   if n["repository"]["location"]["name"] == "prme_locomo_demo"}
+    assert demo_assets == {"locomo_memories", "locomo_feedback"}

@@ -1,4 +1,4 @@
-"""The Dagster code location loads, and the workspace file points at it."""
+"""The Dagster code locations load (production and the LoCoMo demo), and the workspace files point at them."""
 
 import json
 import os
@@ -9,13 +9,26 @@ import pytest
 import yaml
 
 from prme_assets.definitions import defs
+from prme_assets.demo.definitions import defs as demo_defs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_definitions_are_loadable():
     dg.Definitions.validate_loadable(defs)
-    assert defs.resolve_job_def("locomo_demo_job") is not None
+    dg.Definitions.validate_loadable(demo_defs)
+    assert demo_defs.resolve_job_def("locomo_demo_job") is not None
+
+
+def test_production_definitions_hold_no_demo_asset_or_job():
+    demo_assets = {k.to_user_string() for k in demo_defs.resolve_asset_graph().get_all_asset_keys()}
+    demo_jobs = {j.name for j in demo_defs.resolve_all_job_defs() if not j.name.startswith("__")}
+    graph = defs.resolve_asset_graph()
+    production_assets = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert demo_assets == {"locomo_memories", "locomo_feedback"} and demo_jobs == {"locomo_demo_job"}
+    assert not demo_assets & production_assets
+    assert not demo_jobs & {j.name for j in defs.resolve_all_job_defs()}
+    assert {graph.get(k).group_name for k in graph.get_all_asset_keys()} == {"prme_learning"}
 
 
 def test_workspace_yaml_loads_the_definitions_module():
@@ -23,6 +36,14 @@ def test_workspace_yaml_loads_the_definitions_module():
     entry = workspace["load_from"][0]["python_module"]
     assert entry["module_name"] == "prme_assets.definitions"
     assert entry["attribute"] == "defs"
+
+
+def test_workspace_yaml_loads_the_demo_as_its_own_code_location_and_deploy_loads_production_only():
+    locations = [e["python_module"] for e in yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]]
+    assert [(e["module_name"], e["location_name"]) for e in locations] == [
+        ("prme_assets.definitions", "prme_learning"), ("prme_assets.demo.definitions", "prme_locomo_demo")]
+    deploy = [e["python_module"] for e in yaml.safe_load((ROOT / "deploy" / "workspace.yaml").read_text())["load_from"]]
+    assert [(e["module_name"], e["location_name"]) for e in deploy] == [("prme_assets.definitions", "prme_learning")]
 
 
 def test_prme_core_never_imports_dagster():

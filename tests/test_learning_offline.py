@@ -8,12 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from prme_core.errors import InvalidEvidence, MissingEvidence, PairBudgetExceeded
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.gates import offline_decision
-from prme_core.learning.observations import InvalidEvidence, PairBudgetExceeded, prepare
+from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
-from prme_core.learning.snapshot import MissingEvidence, snapshot_from_receipts
+from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.learning.split import group_id, is_validation
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.receipts.store import receipt_bytes

@@ -2,10 +2,21 @@
 
 import pytest
 
+from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import default_locomo_path, load_conversation, read_locomo
+from prme_core.datasets.locomo import load_conversation, read_locomo
+from prme_core.errors import LocomoDataNotFound
 
-DATA = default_locomo_path()
+
+def _development_data():
+    """The file ``prme main`` would read, or None where it is absent."""
+    try:
+        return find_locomo_data()
+    except LocomoDataNotFound:
+        return None
+
+
+DATA = _development_data()
 needs_data = pytest.mark.skipif(DATA is None or not DATA.is_file(),
                                 reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
 

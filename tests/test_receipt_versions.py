@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from prme_core import MemoryClient
 from prme_core.canonical import EMPTY_SHA256, canonical_json
+from prme_core.errors import ReplayUnavailable
 from prme_core.receipts.model import TRACE_FIELDS, RankFusion, ReceiptCandidate, RetrievalReceipt, ScoreAdjustment
 from prme_core.receipts.projection import projection_digest
-from prme_core.receipts.replay import ReplayUnavailable
 from prme_core.receipts.store import get_receipt, persist_receipt, receipt_bytes
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import sort_key

@@ -4,8 +4,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from prme_core.errors import CorruptRecord, InvalidInput
-from prme_core.learning.snapshot import SnapshotTooLarge, load_snapshot
+from prme_core.errors import CorruptRecord, InvalidInput, SnapshotTooLarge
+from prme_core.learning.snapshot import load_snapshot
 
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 

@@ -18,14 +18,10 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from prme_core.canonical import parse_json
-from prme_core.errors import InvalidInput
+from prme_core.errors import InvalidInput, LocomoDataNotFound
 from prme_core.memory.models import MemoryInput, NodeType
 
 LOCOMO_PATH_ENV = "PRME_LOCOMO_PATH"
-_CANDIDATE_PATHS = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo" / "locomo-dev.json",
-    Path("/work/shared/data/locomo/locomo-dev.json"),
-)
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
@@ -97,13 +93,18 @@ class Conversation:
         return tuple(found), tuple(missing)
 
 
-def default_locomo_path() -> Path | None:
-    """The development file: ``PRME_LOCOMO_PATH``, else ``../shared/data/locomo/`` beside the
-    checkout; None when neither exists."""
-    explicit = os.environ.get(LOCOMO_PATH_ENV)
-    if explicit:
-        return Path(explicit)
-    return next((p for p in _CANDIDATE_PATHS if p.is_file()), None)
+def locomo_path(path: str | Path | None = None) -> Path:
+    """The LoCoMo file to read: ``path`` when given, else ``PRME_LOCOMO_PATH``.
+
+    The library never guesses a location; an entry point may add a conventional one (``prme
+    main`` falls back to ``../shared/data/locomo/locomo-dev.json``) and pass what it found.
+    """
+    chosen = path or os.environ.get(LOCOMO_PATH_ENV)
+    if not chosen:
+        raise LocomoDataNotFound(())
+    if not Path(chosen).is_file():
+        raise LocomoDataNotFound((Path(chosen),))
+    return Path(chosen)
 
 
 def parse_session_time(text: str, where: str) -> datetime:
@@ -160,7 +161,7 @@ def read_locomo(path: str | Path) -> list[Conversation]:
     """Read a file in the LoCoMo format (a JSON list of conversations)."""
     path = Path(path)
     if not path.is_file():
-        raise InvalidInput("data", f"{path} does not exist; point --data at a LoCoMo-format JSON file")
+        raise LocomoDataNotFound((path,))
     data = parse_json(path.read_bytes())
     if not isinstance(data, list):
         raise InvalidInput("data", f"{path} must hold a JSON list of conversations")

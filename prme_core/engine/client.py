@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from prme_core.errors import InvalidInput
 from prme_core.feedback import ablation, citations, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
@@ -16,6 +17,7 @@ from prme_core.learning.full_retrieval import (
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
     evaluate_full_retrieval,
+    parse_trials,
 )
 from prme_core.learning.holdout import HoldoutQuery, HoldoutQuerySpec, HoldoutRun
 from prme_core.learning.offline import evaluate_learning
@@ -33,11 +35,11 @@ from prme_core.receipts.store import get_receipt, get_receipts
 from prme_core.retrieval.config import Fidelity
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
-from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalResponse, build_request
+from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResponse, build_request
 from prme_core.retrieval.reranker import Reranker, RerankerSettings
 from prme_core.settings import EngineSettings
 from prme_core.storage import Store, open_store
-from prme_core.validation import check_owner
+from prme_core.validation import check_limit, check_owner, check_query_groups, check_sha256, parse_model
 
 
 class MemoryClient:
@@ -130,15 +132,19 @@ class MemoryClient:
         is validated before any work; ``metadata.receipt_persisted`` says whether the receipt
         was stored.
         """
-        request = build_request(
-            owner, query, scopes=scopes, default_scopes=self.settings.scopes, default_scoring=self.settings.scoring,
-            default_packing=self.settings.packing, reference_time=reference_time, limit=limit, min_score=min_score,
+        request = self._retrieval_request(
+            query, owner=owner, scopes=scopes, reference_time=reference_time, limit=limit, min_score=min_score,
             token_budget=token_budget, time_from=time_from, time_to=time_to, event_time_from=event_time_from,
             event_time_to=event_time_to, min_fidelity=min_fidelity, scoring=scoring, packing=packing,
             ranking_multipliers=ranking_multipliers, include_cross_scope=include_cross_scope,
             retrieval_mode=retrieval_mode,
         )
         return self.pipeline.retrieve(request)
+
+    def _retrieval_request(self, query: Any, *, owner: Any, scopes: Any = None, **arguments: Any) -> RetrievalRequest:
+        """What ``retrieve`` validates, without running it (``run_holdout`` checks every request first)."""
+        return build_request(owner, query, scopes=scopes, default_scopes=self.settings.scopes,
+                             default_scoring=self.settings.scoring, default_packing=self.settings.packing, **arguments)
 
     def get_receipt(self, request_id: Any, owner: str) -> RetrievalReceipt | None:
         """The saved receipt of a retrieval, or None for a missing or foreign request id."""
@@ -205,8 +211,14 @@ class MemoryClient:
                           max_records: int = DEFAULT_MAX_RECORDS) -> LearningEvaluation:
         """Snapshot the owner's feedback and evaluate a multiplier proposal for the exact scope
         set. Changes nothing: no weight, pointer or profile."""
+        owner = check_owner(owner)
+        scope_set = self.memory.check_scopes(scopes)
+        if surface not in ("results", "context"):
+            raise InvalidInput("surface", f"must be 'results' or 'context', got {surface!r}")
+        cfg = None if config is None else parse_model(LearningConfig, config, "config")
+        check_query_groups(query_groups)
         snapshot = cut_snapshot(self.store, owner, max_records=max_records)
-        return evaluate_learning(snapshot, owner=owner, scopes=scopes, surface=surface, config=config,
+        return evaluate_learning(snapshot, owner=owner, scopes=scope_set, surface=surface, config=cfg,
                                  query_groups=query_groups)
 
     # --- full-retrieval holdout ---------------------------------------------------------
@@ -214,15 +226,15 @@ class MemoryClient:
     def register_holdout_queries(self, owner: str, scopes: Sequence[str],
                                  queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]) -> list[HoldoutQuery]:
         """Register held-out queries with their complete relevant sets (append-only, idempotent)."""
-        return holdout.register_holdout_queries(self.store, owner, scopes, queries)
+        return holdout.register_holdout_queries(self.store, owner, self.memory.check_scopes(scopes), queries)
 
     def list_holdout_queries(self, owner: str, scopes: Sequence[str]) -> list[HoldoutQuery]:
         """Active holdout queries for exactly this scope set."""
-        return holdout.list_holdout_queries(self.store, owner, scopes)
+        return holdout.list_holdout_queries(self.store, owner, self.memory.check_scopes(scopes))
 
     def retire_holdout_queries(self, owner: str, scopes: Sequence[str], holdout_ids: Sequence[Any]) -> int:
         """Retire holdout queries (an append-only record); returns how many were newly retired."""
-        return holdout.retire_holdout_queries(self.store, owner, scopes, holdout_ids)
+        return holdout.retire_holdout_queries(self.store, owner, self.memory.check_scopes(scopes), holdout_ids)
 
     def memory_artifact_digest(self, owner: str) -> str:
         """SHA-256 of the owner's complete memory state (every node version and edge)."""
@@ -242,16 +254,21 @@ class MemoryClient:
                                 config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
                                 ) -> FullRetrievalEvaluation:
         """Evaluate paired trials whose receipts are read from this store (owner-checked)."""
-        from prme_core.validation import parse_model
-
-        parsed = [parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)]
+        owner = check_owner(owner)
+        scope_set = self.memory.check_scopes(scopes)
+        check_sha256(proposal_input_checksum, "proposal_input_checksum")
+        check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
+        cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
+        candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
+        baseline = UNITY if baseline_multipliers is None else parse_model(
+            RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+        parsed = parse_trials(trials)
         ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
-        receipts = get_receipts(self.store, check_owner(owner), ids)
-        return evaluate_full_retrieval(receipts, parsed, owner=owner, scopes=scopes,
+        receipts = get_receipts(self.store, owner, ids)
+        return evaluate_full_retrieval(receipts, parsed, owner=owner, scopes=scope_set,
                                        proposal_input_checksum=proposal_input_checksum,
                                        memory_artifact_sha256=memory_artifact_sha256,
-                                       candidate_multipliers=candidate_multipliers,
-                                       baseline_multipliers=baseline_multipliers, config=config)
+                                       candidate_multipliers=candidate, baseline_multipliers=baseline, config=cfg)
 
     def evaluate_holdout(self, proposal: LearningEvaluation, *,
                          config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
@@ -260,18 +277,22 @@ class MemoryClient:
 
         The baseline arm is what currently serves that scope set (the active profile's
         multipliers, or unity); the candidate arm uses the proposal's multipliers; holdout
-        queries the proposal trained or validated on are refused.
+        queries the proposal trained or validated on are refused. Every argument is validated
+        before the first retrieval, so a refused call stores no receipt.
         """
-        _, baseline = self.holdout_baseline(proposal.owner, proposal.scopes)
-        run = self.run_holdout(proposal.owner, proposal.scopes, candidate_multipliers=proposal.multipliers,
+        proposal = parse_model(LearningEvaluation, proposal, "proposal")
+        cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
+        scopes = self.memory.check_scopes(proposal.scopes, "proposal.scopes")
+        _, baseline = self.holdout_baseline(proposal.owner, scopes)
+        run = self.run_holdout(proposal.owner, scopes, candidate_multipliers=proposal.multipliers,
                                baseline_multipliers=baseline, excluded_query_digests=proposal.query_digests())
-        return run.evaluate(proposal.input_checksum, config)
+        return run.evaluate(proposal.input_checksum, cfg)
 
     # --- ranking profiles ---------------------------------------------------------------
 
     def holdout_baseline(self, owner: str, scopes: Sequence[str]) -> tuple[Any, RankingMultipliers]:
         """(active profile id or None, its multipliers or unity): the baseline a new holdout uses."""
-        active = profiles.active_profile(self.store, owner, scopes)
+        active = profiles.active_profile(self.store, owner, self.memory.check_scopes(scopes))
         return (None, UNITY) if active is None else (active.profile_id, active.multipliers)
 
     def running_feature_identity(self) -> str:
@@ -287,26 +308,33 @@ class MemoryClient:
     def create_ranking_profile(self, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: str,
                                profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
         """Persist an immutable profile from a positive proposal and holdout (does not activate)."""
+        proposal = parse_model(LearningEvaluation, proposal, "proposal")
+        holdout = parse_model(FullRetrievalEvaluation, holdout, "holdout")
+        self.memory.check_scopes(holdout.scopes, "holdout.scopes")
         return profiles.create_profile(self.store, proposal, holdout, owner=owner, profile_id=profile_id,
                                        baseline_profile_id=baseline_profile_id)
 
-    def activate_ranking_profile(self, profile_id: Any, *, owner: str, change_id: Any = None) -> RankingProfileState:
+    def activate_ranking_profile(self, profile_id: Any, *, owner: str, change_id: Any = None,
+                                 reactivate: bool = True) -> RankingProfileState:
         """Activate over the exact baseline the holdout used (stale → ``StaleProfileError``),
-        after rechecking feature identity and base scoring against this pipeline."""
+        after rechecking feature identity and base scoring against this pipeline. A known
+        ``change_id`` returns the earlier record marked ``replayed`` (check ``superseded_by``);
+        ``reactivate=False`` refuses a profile deactivated or rolled back away since it served."""
         return profiles.activate(self.store, profile_id, owner=owner, change_id=change_id,
-                                 applicability=self._applicability)
+                                 applicability=self._applicability, reactivate=reactivate)
 
     def deactivate_ranking_profile(self, *, owner: str, scopes: Sequence[str], change_id: Any = None,
                                    expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
         """Return the scope set to base scoring (a recorded state)."""
-        return profiles.deactivate(self.store, owner=owner, scopes=scopes, change_id=change_id,
-                                   expected_profile_id=expected_profile_id)
+        return profiles.deactivate(self.store, owner=owner, scopes=self.memory.check_scopes(scopes),
+                                   change_id=change_id, expected_profile_id=expected_profile_id)
 
     def rollback_ranking_profile(self, profile_id: Any, *, owner: str, scopes: Sequence[str], change_id: Any = None,
                                  expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
         """Point the scope set at an earlier profile, or at base scoring with ``profile_id=None``."""
-        return profiles.rollback(self.store, profile_id, owner=owner, scopes=scopes, change_id=change_id,
-                                 expected_profile_id=expected_profile_id, applicability=self._applicability)
+        return profiles.rollback(self.store, profile_id, owner=owner, scopes=self.memory.check_scopes(scopes),
+                                 change_id=change_id, expected_profile_id=expected_profile_id,
+                                 applicability=self._applicability)
 
     def get_ranking_profile(self, profile_id: Any, owner: str) -> RankingProfileStatus | None:
         """A profile with whether it is active, or None for a missing or foreign id."""
@@ -316,13 +344,14 @@ class MemoryClient:
         return profiles.list_profiles(self.store, owner, after=after, limit=limit)
 
     def get_active_ranking_profile(self, owner: str, scopes: Sequence[str]) -> RankingProfile | None:
-        return profiles.active_profile(self.store, owner, scopes)
+        return profiles.active_profile(self.store, owner, self.memory.check_scopes(scopes))
 
     def ranking_profile_history(self, owner: str, scopes: Sequence[str], *, limit: int = 100,
                                 before: Any = None) -> list[RankingProfileState]:
         """Pointer changes of the scope set, newest first (paged by ``before``)."""
-        return profiles.history(self.store, owner, scopes, limit=limit, before=before)
+        return profiles.history(self.store, owner, self.memory.check_scopes(scopes), limit=check_limit(limit),
+                                before=None if before is None else parse_uuid(before, "before"))
 
     def ranking_profile_at(self, owner: str, scopes: Sequence[str], at: Any) -> RankingProfileState | None:
         """The pointer change in force at time ``at`` (None: nothing had been activated)."""
-        return profiles.served_at(self.store, owner, scopes, at)
+        return profiles.served_at(self.store, owner, self.memory.check_scopes(scopes), at)

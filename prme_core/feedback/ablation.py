@@ -22,7 +22,8 @@ from pydantic import Field, StrictBool, StringConstraints, model_validator
 from prme_core.errors import InvalidInput
 from prme_core.feedback.citations import AnswerCitationRecord
 from prme_core.retrieval.packing import ContextBundle
-from prme_core.types import FrozenModel, Sha256Hex
+from prme_core.types import MAX_LABEL_CHARS, FrozenModel, NonBlank, Sha256Hex
+from prme_core.validation import check_label
 
 
 class ContextAblation(FrozenModel):
@@ -124,7 +125,7 @@ class ContextPresenceCredit(FrozenModel):
     answer_id: str
     citation_method: str
     node_id: UUID
-    protocol: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    protocol: Annotated[str, StringConstraints(min_length=1, max_length=MAX_LABEL_CHARS), NonBlank]
     baseline_context_sha256: Sha256Hex
     counterfactual_context_sha256: Sha256Hex
     baseline_correct: StrictBool
@@ -134,8 +135,6 @@ class ContextPresenceCredit(FrozenModel):
 
     @model_validator(mode="after")
     def _tier_follows(self) -> "ContextPresenceCredit":
-        if not self.protocol.strip():
-            raise ValueError("protocol must name the fixed reader/evaluator protocol")
         if (self.tier, self.value) != _TIERS[(self.baseline_correct, self.counterfactual_correct)]:
             raise ValueError("tier and value do not follow from the two correctness judgments")
         return self
@@ -159,8 +158,7 @@ def assess_context_presence(ablation: ContextAblation, citation: AnswerCitationR
     for name, value in (("baseline_correct", baseline_correct), ("counterfactual_correct", counterfactual_correct)):
         if not isinstance(value, bool):
             raise InvalidInput(name, f"must be true or false, got {value!r}")
-    if not isinstance(protocol, str) or not protocol.strip() or len(protocol) > 512:
-        raise InvalidInput("protocol", "must name the fixed reader/evaluator protocol (1..512 characters)")
+    check_label(protocol, "protocol", "must name the fixed reader/evaluator protocol (1..512 characters)")
     tier, value = _TIERS[(baseline_correct, counterfactual_correct)]
     return ContextPresenceCredit(
         request_id=citation.request_id, citation_id=citation.citation_id, answer_id=citation.answer_id,

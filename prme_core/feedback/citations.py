@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field
 
 from prme_core.errors import InvalidInput, ReceiptNotFound
 from prme_core.feedback.records import append_record, list_records, read_record
 from prme_core.receipts.projection import scope_key
 from prme_core.receipts.store import get_receipt
 from prme_core.storage.base import Store
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
+from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, Unique, UtcDatetime, utc_now
 from prme_core.validation import check_limit, check_owner, parse_model
 
 OP_CITATIONS = "answer_citations"
@@ -28,24 +28,10 @@ CitationMethod = Literal["model_reported", "application_verified", "human_verifi
 class AnswerCitationSubmission(FrozenModel):
     citation_id: UUID
     request_id: UUID
-    answer_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
-    cited_node_ids: Annotated[tuple[UUID, ...], Field(max_length=MAX_CITED)] = ()
+    answer_id: Label
+    cited_node_ids: Annotated[tuple[UUID, ...], Field(max_length=MAX_CITED), Unique] = ()
     answer_digest: Sha256Hex | None = None
     method: CitationMethod
-
-    @field_validator("answer_id")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("answer_id must not be blank")
-        return value
-
-    @field_validator("cited_node_ids")
-    @classmethod
-    def _unique(cls, value: tuple[UUID, ...]) -> tuple[UUID, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("cited_node_ids must be unique")
-        return value
 
 
 class AnswerCitationRecord(AnswerCitationSubmission):

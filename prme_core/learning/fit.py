@@ -1,7 +1,7 @@
 """Proposed scores, the pairwise objective, the coordinate search and judged metrics.
 
-The candidate family multiplies each of the six applied additive weights by a factor in
-[0.25, 4] and renormalizes (``retrieval.multipliers``); everything else a receipt recorded —
+The candidate family multiplies each applied additive weight (``features.WEIGHT_NAMES``) by a
+factor in [0.25, 4] and renormalizes (``retrieval.multipliers``); everything else a receipt recorded —
 features, temporal bonus, epistemic factor, node-type boost, relevance cap, rounding, and the
 ordered operations (neural blends, session/episode decays, current-update) — is replayed as it
 was. Unity reproduces the recorded scores exactly.
@@ -17,14 +17,14 @@ optimizer is a deterministic coordinate search in log space (algorithm
 from __future__ import annotations
 
 import decimal
-import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from prme_core.learning.metrics import discounts
+from prme_core.features import WEIGHT_COUNT
+from prme_core.learning.metrics import ndcg_at_k_batch, pairwise_accuracy_batch
 from prme_core.learning.observations import Judged
 from prme_core.retrieval.formula import weighted_base_scores
 from prme_core.retrieval.multipliers import MAX_MULTIPLIER, MIN_MULTIPLIER, adjusted_weight_matrix
@@ -66,7 +66,7 @@ def proposed_scores(judged: Judged, multipliers: np.ndarray, rows: slice = slice
     adjusted = adjusted_weight_matrix(sets, multipliers)
     features = judged.features[rows]
     n = features.shape[0]
-    weights = np.broadcast_to(adjusted[0], (n, 6)) if index is None else adjusted[index[rows]]
+    weights = np.broadcast_to(adjusted[0], (n, WEIGHT_COUNT)) if index is None else adjusted[index[rows]]
     s = weighted_base_scores(features, weights, judged.scalars[rows])
     for layer in judged.layers:
         c, kind = layer.coefficient[rows], layer.kind[rows]
@@ -115,15 +115,15 @@ class PairwiseObjective:
 
 def coordinate_search(objective: PairwiseObjective, passes_per_step: int) -> tuple[np.ndarray, float, float]:
     """Start at unity; for each step of the schedule, up to ``passes_per_step`` passes over the
-    six factors in fixed order, trying −step then +step (clamped to [0.25, 4]); a move is kept
-    only if it lowers the best loss by more than 1e-12. Returns (multipliers, loss at unity,
+    factors in ``WEIGHT_NAMES`` order, trying −step then +step (clamped to [0.25, 4]); a move is
+    kept only if it lowers the best loss by more than 1e-12. Returns (multipliers, loss at unity,
     final loss)."""
-    current = np.zeros(6)
+    current = np.zeros(WEIGHT_COUNT)
     best = before = objective.loss(current)
     for step in STEP_SCHEDULE:
         for _ in range(passes_per_step):
             changed = False
-            for feature in range(6):
+            for feature in range(WEIGHT_COUNT):
                 start = current[feature]
                 for move in (-step, step):
                     value = min(max(start + move, _LOW), _HIGH)
@@ -157,14 +157,7 @@ def judged_positions(judged: Judged, scores: np.ndarray) -> np.ndarray:
 def judged_metrics(judged: Judged, scores: np.ndarray, requests: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(judged NDCG@k, pairwise accuracy) per request under ``scores``."""
     positions = judged_positions(judged, scores)
-    table = discounts(max(k, 1))
-    gains = np.where(judged.positive & (positions < k), table[np.minimum(positions, k - 1)], 0.0)
-    dcg = np.bincount(judged.request, gains, minlength=requests)
-    n_pos = np.bincount(judged.request, judged.positive.astype(np.float64), minlength=requests).astype(np.int64)
-    ideal = np.concatenate([[0.0], np.cumsum(table)])[np.minimum(n_pos, k)]
-    ndcg = np.divide(dcg, ideal, out=np.zeros(requests), where=ideal > 0)
-    ahead = (positions[judged.pair_positive] < positions[judged.pair_negative]).astype(np.float64)
-    pairs = np.bincount(judged.pair_request, minlength=requests).astype(np.float64)
-    accuracy = np.divide(np.bincount(judged.pair_request, ahead, minlength=requests), pairs,
-                         out=np.zeros(requests), where=pairs > 0)
+    ndcg = ndcg_at_k_batch(positions, judged.positive, judged.request, requests, k)
+    accuracy = pairwise_accuracy_batch(positions, judged.pair_positive, judged.pair_negative, judged.pair_request,
+                                       requests)
     return ndcg, accuracy

@@ -17,27 +17,27 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import numpy as np
-from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
 from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
 from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
-from prme_core.memory.models import ScopeName
-from prme_core.receipts.model import RetrievalReceipt
+from prme_core.memory.models import ScopeSet
+from prme_core.receipts.model import EXECUTION_SINCE, RetrievalReceipt
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.text import normalize_query
-from prme_core.types import FrozenModel, Owner, Sha256Hex
-from prme_core.validation import check_owner, check_scope_set, parse_model
+from prme_core.types import FrozenModel, Label, Normalized, Owner, Sha256Hex, Unique
+from prme_core.validation import check_owner, check_scope_set, check_sha256, parse_model
 
 ALGORITHM = "paired_full_retrieval_v1"
 SURFACE = "results"
 MAX_TRIALS = 10_000
 MAX_RELEVANT = 10_000
-MIN_SCHEMA_VERSION = 3
+MIN_SCHEMA_VERSION = EXECUTION_SINCE
 # Execution parameters that may differ between the arms: the declared change and how it was resolved.
 FREE_PARAMETERS = ("ranking_multipliers", "ranking_profile")
 # Request fields both arms must record identically.
@@ -56,7 +56,8 @@ LIMITATIONS: tuple[str, ...] = (
     "MRR is reported for inspection and is not gated.",
 )
 
-GroupId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+RelevantNodeIds = Annotated[tuple[UUID, ...], Field(min_length=1, max_length=MAX_RELEVANT), Unique, Normalized]
+"""The COMPLETE set of a query's relevant nodes: 1..MAX_RELEVANT ids without repeats, stored sorted."""
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Gain = Annotated[float, Field(ge=-1.0, le=1.0)]
 
@@ -64,24 +65,10 @@ Gain = Annotated[float, Field(ge=-1.0, le=1.0)]
 class FullRetrievalTrial(FrozenModel):
     """One paired execution of a holdout query and the COMPLETE set of its relevant nodes."""
 
-    group_id: GroupId
+    group_id: Label
     baseline_request_id: UUID
     candidate_request_id: UUID
-    relevant_node_ids: tuple[UUID, ...] = Field(min_length=1, max_length=MAX_RELEVANT)
-
-    @field_validator("group_id")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("group_id must not be blank")
-        return value
-
-    @field_validator("relevant_node_ids")
-    @classmethod
-    def _unique(cls, value: tuple[UUID, ...]) -> tuple[UUID, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("relevant_node_ids must be unique")
-        return tuple(sorted(value))
+    relevant_node_ids: RelevantNodeIds
 
     @model_validator(mode="after")
     def _two_retrievals(self) -> "FullRetrievalTrial":
@@ -104,7 +91,7 @@ class FullRetrievalEvaluationConfig(FrozenModel):
 class FullRetrievalQueryResult(FrozenModel):
     """One query group: its paired request ids (in trial order) and group-mean metrics of both arms."""
 
-    group_id: GroupId
+    group_id: Label
     baseline_request_ids: tuple[UUID, ...] = Field(min_length=1)
     candidate_request_ids: tuple[UUID, ...] = Field(min_length=1)
     baseline_recall: Unit
@@ -130,7 +117,7 @@ class FullRetrievalEvaluation(FrozenModel):
     algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
-    scopes: tuple[ScopeName, ...] = Field(min_length=1)
+    scopes: ScopeSet
     surface: Literal["results"] = SURFACE
     config: FullRetrievalEvaluationConfig
     proposal_input_checksum: Sha256Hex
@@ -167,8 +154,6 @@ class FullRetrievalEvaluation(FrozenModel):
 
     @model_validator(mode="after")
     def _rederive(self) -> "FullRetrievalEvaluation":
-        if tuple(sorted(set(self.scopes))) != self.scopes:
-            raise ValueError("scopes must be sorted and unique")
         if self.limitations != LIMITATIONS:
             raise ValueError("limitations must be the fixed statements of this algorithm")
         keys = [_trial_key(t) for t in self.trials]
@@ -208,19 +193,13 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
     """
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
-    for field, value in (("proposal_input_checksum", proposal_input_checksum),
-                         ("memory_artifact_sha256", memory_artifact_sha256)):
-        if not is_sha256_hex(value):
-            raise InvalidInput(field, f"must be a SHA-256 hex digest (64 lowercase hex characters), got {value!r}")
+    check_sha256(proposal_input_checksum, "proposal_input_checksum")
+    check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
     cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config")
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = UNITY if baseline_multipliers is None else parse_model(
         RankingMultipliers, baseline_multipliers, "baseline_multipliers")
-    if isinstance(trials, (str, bytes, Mapping)) or not isinstance(trials, Sequence):
-        raise InvalidInput("trials", "must be a list of FullRetrievalTrial")
-    if not 1 <= len(trials) <= MAX_TRIALS:
-        raise InvalidInput("trials", f"holds {len(trials)} trials; a holdout needs 1..{MAX_TRIALS}")
-    parsed = sorted((parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)), key=_trial_key)
+    parsed = sorted(parse_trials(trials), key=_trial_key)
     supplied = _index_receipts(receipts)
 
     used: set[UUID] = set()
@@ -269,6 +248,15 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
     )
     fields["input_checksum"] = _input_checksum(FullRetrievalEvaluation.model_construct(**fields))
     return FullRetrievalEvaluation(**fields)
+
+
+def parse_trials(trials: Any) -> list[FullRetrievalTrial]:
+    """1..MAX_TRIALS trials (models or mappings), validated in the given order."""
+    if isinstance(trials, (str, bytes, Mapping)) or not isinstance(trials, Sequence):
+        raise InvalidInput("trials", "must be a list of FullRetrievalTrial")
+    if not 1 <= len(trials) <= MAX_TRIALS:
+        raise InvalidInput("trials", f"holds {len(trials)} trials; a holdout needs 1..{MAX_TRIALS}")
+    return [parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)]
 
 
 # --- verification -------------------------------------------------------------------------------

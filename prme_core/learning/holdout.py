@@ -15,15 +15,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from pydantic import Field, PrivateAttr, StringConstraints, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictInt, model_validator
 
 from prme_core.canonical import canonical_json, is_sha256_hex, utc_isoformat
 from prme_core.errors import (
     CorruptRecord,
     HoldoutIntegrityError,
+    HoldoutOverlapsTraining,
     HoldoutQueryNotFound,
     IdempotencyConflict,
     InvalidInput,
@@ -32,23 +33,23 @@ from prme_core.errors import (
 from prme_core.feedback.records import parse_record, record_operation_id
 from prme_core.learning import split
 from prme_core.learning.full_retrieval import (
-    MAX_RELEVANT,
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
+    RelevantNodeIds,
     evaluate_full_retrieval,
 )
 from prme_core.memory.bank import parse_uuid
-from prme_core.memory.models import ScopeName
+from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.retrieval.pipeline import MAX_QUERY_CHARS, MAX_RESULT_LIMIT
+from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
+from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, UtcDatetime, WindowEnd, utc_now
 from prme_core.validation import check_limit, check_owner, check_scope_set, parse_model
 
 if TYPE_CHECKING:
@@ -69,37 +70,15 @@ _EDGE_DIGEST_COLUMNS = ("id", "source_id", "target_id", "edge_type", "weight", "
 class HoldoutQuerySpec(FrozenModel):
     """A holdout query to register: its text, clock, filters, limit and COMPLETE relevant set."""
 
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
-    group: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
-    relevant_node_ids: tuple[UUID, ...] = Field(min_length=1, max_length=MAX_RELEVANT)
+    query: QueryText
+    group: Label | None = None
+    relevant_node_ids: RelevantNodeIds
     reference_time: UtcDatetime
     time_from: UtcDatetime | None = None
-    time_to: UtcDatetime | None = None
+    time_to: WindowEnd = None
     event_time_from: UtcDatetime | None = None
-    event_time_to: UtcDatetime | None = None
-    limit: int = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
-
-    @field_validator("query", "group")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("must not be blank")
-        return value
-
-    @field_validator("relevant_node_ids")
-    @classmethod
-    def _unique(cls, value: tuple[UUID, ...]) -> tuple[UUID, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("relevant_node_ids must be unique")
-        return tuple(sorted(value))
-
-    @model_validator(mode="after")
-    def _ordered_windows(self) -> "HoldoutQuerySpec":
-        for low, high in (("time_from", "time_to"), ("event_time_from", "event_time_to")):
-            a, b = getattr(self, low), getattr(self, high)
-            if a is not None and b is not None and a > b:
-                raise ValueError(f"{low} must not be later than {high}")
-        return self
+    event_time_to: WindowEnd = None
+    limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
 
     def judgment(self) -> dict[str, Any]:
         """What a re-registration must repeat exactly (the raw query text may differ in case or spacing)."""
@@ -112,7 +91,7 @@ class HoldoutQuery(HoldoutQuerySpec):
     schema_version: Literal[1] = 1
     holdout_id: UUID
     owner: Owner
-    scopes: tuple[ScopeName, ...] = Field(min_length=1)
+    scopes: ScopeSet
     scope_key: str
     group_id: Sha256Hex
     query_digest: Sha256Hex
@@ -120,8 +99,8 @@ class HoldoutQuery(HoldoutQuerySpec):
 
     @model_validator(mode="after")
     def _derived(self) -> "HoldoutQuery":
-        if tuple(sorted(set(self.scopes))) != self.scopes or self.scope_key != make_scope_key(self.scopes):
-            raise ValueError("scopes must be sorted and unique, and scope_key must join them with '+'")
+        if self.scope_key != make_scope_key(self.scopes):
+            raise ValueError("scope_key must join the scopes with '+'")
         normalized = normalize_query(self.query)
         if (self.group_id != split.group_id(normalized, self.group)
                 or self.query_digest != split.query_digest(self.query)):
@@ -331,6 +310,17 @@ def _hash_rows(digest: Any, kind: str, rows: Iterable[Sequence[Any]]) -> None:
 
 # --- running the holdout ------------------------------------------------------------------------
 
+def _digest_set(digests: Any) -> frozenset[str]:
+    """``excluded_query_digests`` as a set of SHA-256 hex digests (``split.query_digest``)."""
+    if isinstance(digests, (str, bytes)) or not isinstance(digests, Iterable):
+        raise InvalidInput("excluded_query_digests", f"must be a set of query digests, got {type(digests).__name__}")
+    values = list(digests)
+    bad = next((d for d in values if not is_sha256_hex(d)), None)
+    if bad is not None:
+        raise InvalidInput("excluded_query_digests", f"{bad!r} is not a SHA-256 hex digest (split.query_digest)")
+    return frozenset(values)
+
+
 def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
                 candidate_multipliers: RankingMultipliers | Mapping[str, float],
                 baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
@@ -345,12 +335,7 @@ def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = UNITY if baseline_multipliers is None else parse_model(
         RankingMultipliers, baseline_multipliers, "baseline_multipliers")
-    if isinstance(excluded_query_digests, (str, bytes)):
-        raise InvalidInput("excluded_query_digests", "must be a set of query digests, not one string")
-    excluded = frozenset(excluded_query_digests)
-    bad = next((d for d in excluded if not is_sha256_hex(d)), None)
-    if bad is not None:
-        raise InvalidInput("excluded_query_digests", f"{bad!r} is not a SHA-256 hex digest (split.query_digest)")
+    excluded = _digest_set(excluded_query_digests)
     if limit_override is not None:
         check_limit(limit_override, field="limit_override", maximum=MAX_RESULT_LIMIT)
     queries = list_holdout_queries(client.store, owner, scope_set)
@@ -360,18 +345,26 @@ def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
                                    "them with register_holdout_queries() before running the holdout")
     overlap = [q for q in queries if q.query_digest in excluded]
     if overlap:
-        raise HoldoutIntegrityError(
+        raise HoldoutOverlapsTraining(
             f"{len(overlap)} of {len(queries)} active holdout queries for scopes {key!r} are among the proposal's "
             "training or validation queries (excluded_query_digests); retire them with retire_holdout_queries() "
             "or register other holdout queries, so the holdout stays independent of the proposal")
 
+    requests = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
+                     limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
+                     event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
+    for q, request in zip(queries, requests):  # every request of both arms is valid before the first runs
+        for multipliers in (baseline, candidate):
+            try:
+                client._retrieval_request(q.query, ranking_multipliers=multipliers, **request)
+            except InvalidInput as exc:
+                raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
+                                   "retire_holdout_queries() and register a valid one") from None
+
     before = memory_artifact_digest(client.store, owner)
     trials: list[FullRetrievalTrial] = []
     receipts: dict[UUID, tuple[RetrievalReceipt, str]] = {}
-    for q in queries:
-        request = dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
-                       limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
-                       event_time_from=q.event_time_from, event_time_to=q.event_time_to)
+    for q, request in zip(queries, requests):
         ids = []
         for arm, multipliers in (("baseline", baseline), ("candidate", candidate)):
             response = client.retrieve(q.query, ranking_multipliers=multipliers, **request)

@@ -18,36 +18,30 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
 import numpy as np
 
 from prme_core.canonical import parse_json
-from prme_core.errors import InvalidInput, PrmeError
+from prme_core.errors import InvalidEvidence, InvalidInput, MissingEvidence, PairBudgetExceeded
+from prme_core.features import (
+    ADDITIVE_WEIGHT_COLUMNS,
+    SCALAR_WEIGHT_COLUMNS,
+    TRACE_FEATURE_COLUMNS,
+)
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
-from prme_core.learning.snapshot import FeedbackSnapshot, MissingEvidence
+from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.learning.split import group_id, is_validation, query_digest
+from prme_core.receipts.model import PROVENANCE_SINCE
 from prme_core.receipts.projection import FLOAT_COLUMNS
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.text import normalize_query
-from prme_core.validation import check_owner, check_scope_set
+from prme_core.validation import check_owner, check_query_groups, check_scope_set
 
 EXCLUSION_KEYS = ("other_surface_records", "other_scope_records", "legacy_receipt_records",
                   "rank_fusion_receipt_records", "conflicting_candidate_labels", "requests_without_explicit_pairs")
-_FEATURES = ("f_semantic", "f_lexical", "f_graph", "f_recency", "f_salience", "f_confidence",
-             "f_epistemic_weight", "f_temporal_affinity", "f_node_type_boost")
-_WEIGHTS = ("w_semantic", "w_lexical", "w_graph", "w_recency", "w_salience", "w_confidence")
 _POLICY_CODES = {"score_path_id": 0, "reranked_prefix": 1, "score_id": 2}
 _BLEND, _MULTIPLY = 1, 2
-
-
-class InvalidEvidence(PrmeError, ValueError):
-    """A relevance record does not fit its receipt; nothing was fitted."""
-
-
-class PairBudgetExceeded(PrmeError, ValueError):
-    """A request has more explicit pairs than ``max_pairs_per_request`` (nothing is sampled)."""
 
 
 @dataclass
@@ -157,20 +151,11 @@ class Prepared:
 
 
 def _query_groups(query_groups: Mapping[Any, Any] | None, snapshot: FeedbackSnapshot) -> dict[str, str]:
-    if not query_groups:
-        return {}
-    out: dict[str, str] = {}
-    for key, name in query_groups.items():
-        try:
-            request = str(UUID(str(key)))
-        except ValueError:
-            raise InvalidInput("query_groups", f"key {key!r} is not a request id") from None
-        if request not in snapshot.receipts:
-            raise InvalidInput("query_groups", f"request {request} is not a receipt of this snapshot")
-        if not isinstance(name, str) or not name.strip() or len(name) > 512:
-            raise InvalidInput("query_groups", f"group name for {request} must be a non-blank string of ≤ 512 characters")
-        out[request] = name
-    return dict(sorted(out.items()))
+    groups = check_query_groups(query_groups)
+    absent = next((request for request in groups if request not in snapshot.receipts), None)
+    if absent is not None:
+        raise InvalidInput("query_groups", f"request {absent} is not a receipt of this snapshot")
+    return dict(sorted(groups.items()))
 
 
 @cyclic_gc_paused()
@@ -195,7 +180,7 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
             exclusions["other_surface_records"] += 1
         elif header["scope_key"] != wanted_scope:
             exclusions["other_scope_records"] += 1
-        elif header["schema_version"] < 2:
+        elif header["schema_version"] < PROVENANCE_SINCE:
             exclusions["legacy_receipt_records"] += 1
         elif header["fusion"] != "weighted":
             exclusions["rank_fusion_receipt_records"] += 1
@@ -281,15 +266,16 @@ def _explicit_groups(snapshot: FeedbackSnapshot, groups_by_request: dict[str, st
 
 
 _FLOAT_INDEX = {name: i for i, name in enumerate(FLOAT_COLUMNS)}
-_FEATURE_ROWS = [_FLOAT_INDEX[c] for c in _FEATURES]
-_WEIGHT_ROWS = [_FLOAT_INDEX[c] for c in _WEIGHTS]
-_SCALAR_ROWS = [_FLOAT_INDEX["w_temporal_boost"], _FLOAT_INDEX["w_relevance_floor"]]
+_FEATURE_ROWS = [_FLOAT_INDEX[c] for c in TRACE_FEATURE_COLUMNS]
+_WEIGHT_ROWS = [_FLOAT_INDEX[c] for c in ADDITIVE_WEIGHT_COLUMNS]
+_SCALAR_ROWS = [_FLOAT_INDEX[c] for c in SCALAR_WEIGHT_COLUMNS]
 
 
 def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> Judged:
     if not requests:
         empty = np.zeros(0)
-        return Judged(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros((0, 9)), np.zeros((0, 6)), np.zeros((0, 2)),
+        return Judged(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros((0, len(_FEATURE_ROWS))),
+                      np.zeros((0, len(_WEIGHT_ROWS))), np.zeros((0, len(_SCALAR_ROWS))),
                       empty, empty, empty, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), [],
                       np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     blocks, sizes, n_pos, policies, id_keys = [], [], [], [], []

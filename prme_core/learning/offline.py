@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from prme_core.errors import IntegrityError
+from prme_core.errors import BaselineReplayMismatch
+from prme_core.features import WEIGHT_COUNT
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.bootstrap import bootstrap_interval
 from prme_core.learning.config import LearningConfig
@@ -25,10 +26,6 @@ from prme_core.learning.observations import Prepared, prepare
 from prme_core.learning.proposal import LearningCoverage, LearningEvaluation, QueryLearningResult, learning_input_checksum
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-
-
-class BaselineReplayMismatch(IntegrityError, ValueError):
-    """Replaying judged candidates at unity does not reproduce their recorded scores."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +41,9 @@ def baseline_replay_check(prepared: Prepared) -> ReplayCheck:
     judged = prepared.judged
     if judged.size == 0:
         return ReplayCheck(True, 0, 0, 0.0)
-    scores = proposed_scores(judged, np.ones(6))
-    base = proposed_scores(dataclasses.replace(judged, layers=[]), np.ones(6))
+    unity = np.ones(WEIGHT_COUNT)
+    scores = proposed_scores(judged, unity)
+    base = proposed_scores(dataclasses.replace(judged, layers=[]), unity)
     bad = (scores != judged.recorded) | (base != judged.recorded_base)
     worst = float(np.max(np.abs(scores - judged.recorded))) if bad.any() else 0.0
     return ReplayCheck(not bad.any(), judged.size, int(np.count_nonzero(bad)), worst)

@@ -9,7 +9,7 @@ refuses to load if any of them disagree (a tampered decision, metric or checksum
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 import numpy as np
@@ -22,7 +22,7 @@ from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
 from prme_core.learning.split import SPLIT_ALGORITHM, is_validation
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.types import FrozenModel, Owner, Sha256Hex
+from prme_core.types import FrozenModel, Owner, Sha256Hex, SortedUnique
 
 OFFLINE_LIMITATIONS = (
     "Scores only candidates the recorded retrievals returned and people judged; candidate generation, "
@@ -71,7 +71,7 @@ class LearningEvaluation(FrozenModel):
     split_algorithm: Literal["sha256-seeded-group-hash-v1"] = SPLIT_ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
-    scopes: tuple[str, ...] = Field(min_length=1)
+    scopes: Annotated[tuple[str, ...], Field(min_length=1), SortedUnique]
     surface: Literal["results", "context"]
     config: LearningConfig
     snapshot_sha256: Sha256Hex
@@ -93,8 +93,6 @@ class LearningEvaluation(FrozenModel):
 
     @model_validator(mode="after")
     def _rederive(self) -> "LearningEvaluation":
-        if tuple(sorted(set(self.scopes))) != self.scopes:
-            raise ValueError("scopes must be sorted and unique")
         if len(set(self.feedback_ids)) != len(self.feedback_ids) or self.coverage.feedback_records != len(self.feedback_ids):
             raise ValueError("feedback ids must be unique and match coverage.feedback_records")
         if any(v <= 0 for v in self.exclusions.values()):

@@ -15,7 +15,6 @@ another process) can reload the identical cut and verify it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,8 +24,8 @@ from uuid import UUID
 
 import numpy as np
 
-from prme_core.canonical import canonical_digest, parse_json
-from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, PrmeError
+from prme_core.canonical import canonical_digest, is_sha256_hex, parse_json
+from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, MissingEvidence, SnapshotTooLarge
 from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
@@ -65,9 +64,6 @@ class RecordView:
                    record.surface, record.method, record.owner, record.receipt_checksum, record.scope_key)
 
 
-_SHA256 = re.compile("[0-9a-f]{64}")
-
-
 def _is_uuid_text(value: object) -> bool:
     return isinstance(value, str) and len(value) == 36 and value.count("-") == 4 and value == value.lower()
 
@@ -88,20 +84,12 @@ def parse_record_payload(op: StoredOperation, owner: str) -> RecordView:
     elif not (isinstance(data["labels"], dict) and data["labels"]
               and all(map(isinstance, data["labels"].values(), repeat(bool)))):
         bad = "its labels"
-    elif not (isinstance(data["receipt_checksum"], str) and _SHA256.fullmatch(data["receipt_checksum"])):
+    elif not is_sha256_hex(data["receipt_checksum"]):
         bad = "its receipt checksum"
     if bad:
         raise CorruptRecord(f"stored relevance record {op.target_id} is malformed ({bad}); restore it from a backup")
     return RecordView(data["feedback_id"], data["request_id"], data["labels"], data["surface"], data["method"],
                       data["owner"], data["receipt_checksum"], data["scope_key"])
-
-
-class SnapshotTooLarge(PrmeError, ValueError):
-    """The owner has more relevance records than ``max_records``; nothing was truncated."""
-
-
-class MissingEvidence(PrmeError, LookupError):
-    """A relevance record references a receipt that cannot be found for the owner."""
 
 
 _ID_SEPARATOR = "\x1f"

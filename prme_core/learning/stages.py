@@ -14,7 +14,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from pydantic import Field
 
 from prme_core.canonical import canonical_json
-from prme_core.errors import HoldoutIntegrityError, HoldoutQueryNotFound, MemoryChangedDuringHoldout
+from prme_core.errors import HoldoutOverlapsTraining, HoldoutQueryNotFound, MemoryChangedDuringHoldout
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalEvaluationConfig
 from prme_core.learning.observations import prepare
@@ -103,9 +103,7 @@ def holdout_stage(client: Any, proposal: LearningEvaluation,
                               message=str(exc), **common)
     except HoldoutQueryNotFound as exc:
         return HoldoutOutcome(status="no_holdout_queries", message=str(exc), **common)
-    except HoldoutIntegrityError as exc:
-        if "excluded_query_digests" not in str(exc):
-            raise
+    except HoldoutOverlapsTraining as exc:
         return HoldoutOutcome(status="query_overlap", message=str(exc), **common)
     evaluation = run.evaluate(proposal.input_checksum, config)
     return HoldoutOutcome(status="evaluated", memory_before=run.memory_artifact_sha256,

@@ -1,10 +1,11 @@
 """Synthetic receipts and judgments with a planted signal (tests, benchmarks, null controls).
 
-Each receipt is a genuine, replayable version-9 receipt: candidate features are drawn at
-random, scores come from the real formula under the default weights, candidates are ordered by
-the real sort policy. Relevance is planted on one feature (``signal``): a candidate is relevant
-when that feature plus noise exceeds a threshold, so a learner that raises that feature's weight
-should improve, and a learner fed labels shuffled within each request should not.
+Each receipt is a genuine, replayable receipt of the current schema version: additive features
+are drawn at random (factor features are neutral), scores come from the real formula under the
+default weights, candidates are ordered by the real sort policy. Relevance is planted on one
+feature (``signal``): a candidate is relevant when that feature plus noise exceeds a threshold,
+so a learner that raises that feature's weight should improve, and a learner fed labels
+shuffled within each request should not.
 """
 
 from __future__ import annotations
@@ -17,12 +18,21 @@ from uuid import UUID
 
 import numpy as np
 
+from prme_core.features import FACTOR_NAMES, NEUTRAL_FACTORS, TRACE_FEATURES, WEIGHT_COUNT
 from prme_core.feedback.relevance import RelevanceRecord
-from prme_core.receipts.model import ReceiptCandidate, RetrievalExecution, RetrievalReceipt, ScoreProvenance, ScoreTrace
+from prme_core.receipts.model import (
+    CURRENT_SCHEMA_VERSION,
+    ReceiptCandidate,
+    RetrievalExecution,
+    RetrievalReceipt,
+    ScoreProvenance,
+    ScoreTrace,
+)
 from prme_core.receipts.projection import scope_key
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import WEIGHT_FIELDS, PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import sort_key, weighted_base_scores
+from prme_core.types import sorted_unique
 
 SYNTHETIC_CLOCK = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
@@ -36,7 +46,8 @@ def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Seq
                       threshold: float = 0.75, weights: ScoringWeights | None = None) -> tuple[RetrievalReceipt, set[UUID]]:
     """A replayable receipt and the set of its candidates planted as relevant."""
     weights = weights or ScoringWeights()
-    feats = np.array([[rng.random() for _ in range(6)] + [1.0, 0.0, 1.0] for _ in range(candidates)])
+    neutral = [NEUTRAL_FACTORS[name] for name in FACTOR_NAMES]
+    feats = np.array([[rng.random() for _ in range(WEIGHT_COUNT)] + neutral for _ in range(candidates)])
     signal_col = WEIGHT_FIELDS.index(signal)
     relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(candidates)]) > threshold
     w = np.tile(np.array(weights.vector()), (candidates, 1))
@@ -49,19 +60,18 @@ def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Seq
                                                               ids[i].int, False))
     cands = []
     for rank, i in enumerate(order):
-        trace = ScoreTrace(**dict(zip(("semantic", "lexical", "graph", "recency", "salience", "confidence",
-                                       "epistemic_weight", "temporal_affinity", "node_type_boost"),
-                                      (float(v) for v in feats[i]))), path_score=path_scores[i],
-                           base_score=float(scores[i]))
+        trace = ScoreTrace(**dict(zip(TRACE_FEATURES, (float(v) for v in feats[i]), strict=True)),
+                           path_score=path_scores[i], base_score=float(scores[i]))
         cands.append(ReceiptCandidate(
             node_id=ids[i], scope=scopes[0], content_sha256=hashlib.sha256(ids[i].bytes).hexdigest(),
             score=float(scores[i]), paths=paths[i],
             provenance=ScoreProvenance(formula_version=1, base_node_id=ids[i], weights=0, trace=trace),
         ))
     receipt = RetrievalReceipt.build(
-        schema_version=9, request_id=_uuid(rng), owner=owner, query=query, reference_time=SYNTHETIC_CLOCK,
-        scopes=tuple(sorted(set(scopes))), result_limit=candidates, min_score=0.0, scoring=weights,
-        packing=PackingConfig(), weight_sets=(weights,), ranking_policy="score_path_id", candidates=tuple(cands),
+        schema_version=CURRENT_SCHEMA_VERSION, request_id=_uuid(rng), owner=owner, query=query,
+        reference_time=SYNTHETIC_CLOCK, scopes=sorted_unique(scopes), result_limit=candidates, min_score=0.0,
+        scoring=weights, packing=PackingConfig(), weight_sets=(weights,), ranking_policy="score_path_id",
+        candidates=tuple(cands),
         execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
     )
     return receipt, {ids[i] for i in range(candidates) if relevant_mask[i]}

@@ -24,7 +24,7 @@ from prme_core.memory.models import (
 from prme_core.settings import EngineSettings
 from prme_core.storage.base import Store
 from prme_core.types import utc_now
-from prme_core.validation import check_limit, check_owner, check_scope_set, parse_model
+from prme_core.validation import check_flag, check_limit, check_no_nul, check_owner, check_scope_set, parse_model
 
 MAX_BATCH_NODES = 50_000
 MAX_PAGE = 1000
@@ -100,6 +100,7 @@ class MemoryBank:
         owner = check_owner(owner)
         source = parse_uuid(source_id, "source_id")
         target = parse_uuid(target_id, "target_id")
+        check_no_nul(metadata, "metadata")  # checked here, not on Edge, so stored edges always load
         edge = parse_model(Edge, {
             "id": uuid4(), "owner": owner, "source_id": source, "target_id": target, "edge_type": edge_type,
             "weight": weight, "created_at": utc_now(), "metadata": dict(metadata or {}),
@@ -195,6 +196,7 @@ class MemoryBank:
         """One page (1..1000 nodes) of the owner's current nodes in insertion order."""
         owner = check_owner(owner)
         limit = check_limit(limit, maximum=MAX_PAGE)
+        check_flag(include_inactive, "include_inactive")
         scope_filter = None if scopes is None else self.check_scopes(scopes)
         after = _parse_cursor(cursor)
         lifecycles = None if include_inactive else [lc.value for lc in (Lifecycle.TENTATIVE, Lifecycle.STABLE)]

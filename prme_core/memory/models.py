@@ -5,6 +5,8 @@ Bounds are explicit and documented in the README ("Limits"):
 * content: 1..65,536 bytes of UTF-8 (``MAX_CONTENT_BYTES``), not blank;
 * metadata: a JSON object of at most 16,384 canonical bytes (``MAX_METADATA_BYTES``);
 * session id: at most 256 characters; salience and confidence in [0, 1];
+* no NUL character in content, session id or metadata keys and strings (PostgreSQL text cannot
+  hold one, so both backends refuse it);
 * event, validity and creation times must be timezone-aware.
 """
 
@@ -18,7 +20,17 @@ from uuid import UUID
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from prme_core.canonical import canonical_json, sha256_hex
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
+from prme_core.types import (
+    NUL_MESSAGE,
+    FrozenModel,
+    NonBlank,
+    NulFree,
+    Owner,
+    Sha256Hex,
+    SortedUnique,
+    UtcDatetime,
+    nul_location,
+)
 
 MAX_CONTENT_BYTES = 65_536
 MAX_METADATA_BYTES = 16_384
@@ -27,6 +39,8 @@ DEFAULT_SCOPES: tuple[str, ...] = ("personal", "project", "organization", "agent
 SCOPE_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 
 ScopeName = Annotated[str, StringConstraints(pattern=SCOPE_NAME_PATTERN)]
+ScopeSet = Annotated[tuple[ScopeName, ...], Field(min_length=1), SortedUnique]
+"""An exact scope set as recorded: one or more scope names, sorted and unique."""
 
 
 class NodeType(str, Enum):
@@ -78,8 +92,6 @@ def content_sha256(content: str) -> str:
 
 
 def _check_content(value: str) -> str:
-    if not value.strip():
-        raise ValueError("content must not be blank")
     size = len(value.encode("utf-8"))
     if size > MAX_CONTENT_BYTES:
         raise ValueError(f"content is {size} bytes; the bound is {MAX_CONTENT_BYTES} bytes of UTF-8")
@@ -93,13 +105,20 @@ def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _check_stored_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    where = nul_location(value, "metadata")
+    if where is not None:
+        raise ValueError(f"{where} {NUL_MESSAGE}")
+    return _check_metadata(value)
+
+
 class MemoryInput(FrozenModel):
     """What a caller supplies to store one memory (owner and clock come from the engine)."""
 
-    content: str
+    content: Annotated[str, NulFree, NonBlank]
     scope: ScopeName = "personal"
     node_type: NodeType = NodeType.NOTE
-    session_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SESSION_ID_CHARS)] | None = None
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SESSION_ID_CHARS), NulFree] | None = None
     event_time: UtcDatetime | None = None
     valid_from: UtcDatetime | None = None
     valid_to: UtcDatetime | None = None
@@ -118,7 +137,7 @@ class MemoryInput(FrozenModel):
     @field_validator("metadata")
     @classmethod
     def _metadata_bounds(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_metadata(value)
+        return _check_stored_metadata(value)
 
     @model_validator(mode="after")
     def _coherent(self) -> "MemoryInput":
@@ -203,4 +222,5 @@ _SCOPE_RE = re.compile(SCOPE_NAME_PATTERN)
 
 
 def is_scope_name(value: object) -> bool:
-    return isinstance(value, str) and bool(_SCOPE_RE.match(value))
+    """True for a whole-string scope name (``fullmatch``: ``$`` alone would accept a trailing newline)."""
+    return isinstance(value, str) and _SCOPE_RE.fullmatch(value) is not None

@@ -9,17 +9,17 @@ evidence allowed it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
+from prme_core.types import FrozenModel, Owner, Sha256Hex, SortedUnique, UtcDatetime
 
 
 class RankingProfileApplication(FrozenModel):
@@ -36,7 +36,7 @@ class RankingProfile(FrozenModel):
     schema_version: Literal[1] = 1
     profile_id: UUID
     owner: Owner
-    scopes: tuple[str, ...] = Field(min_length=1)
+    scopes: Annotated[tuple[str, ...], Field(min_length=1), SortedUnique]
     surface: Literal["results"] = "results"
     multipliers: RankingMultipliers
     baseline_profile_id: UUID | None = None
@@ -47,8 +47,6 @@ class RankingProfile(FrozenModel):
     @model_validator(mode="after")
     def _evidence_allows_it(self) -> "RankingProfile":
         p, h = self.proposal, self.holdout
-        if tuple(sorted(set(self.scopes))) != self.scopes:
-            raise ValueError("scopes must be sorted and unique")
         if p.owner != self.owner or h.owner != self.owner:
             raise ValueError("both reports must belong to the profile's owner")
         if tuple(p.scopes) != self.scopes or tuple(h.scopes) != self.scopes:
@@ -89,7 +87,12 @@ Action = Literal["activate", "deactivate", "rollback"]
 
 
 class RankingProfileState(FrozenModel):
-    """One append-only change of the active pointer of (owner, exact scope set)."""
+    """One append-only change of the active pointer of (owner, exact scope set).
+
+    A change call that finds its change id already recorded returns that earlier record marked
+    ``replayed``, with ``superseded_by`` set when a newer change has moved the pointer since: a
+    retry never reads as a change made now, nor as the pointer's current state.
+    """
 
     schema_version: Literal[1] = 1
     change_id: UUID
@@ -100,6 +103,25 @@ class RankingProfileState(FrozenModel):
     active_profile_id: UUID | None
     application: RankingProfileApplication | None = None
     changed_at: UtcDatetime
+    _replayed: bool = PrivateAttr(default=False)
+    _superseded_by: "RankingProfileState | None" = PrivateAttr(default=None)
+
+    @property
+    def replayed(self) -> bool:
+        """True when a change call found this change already recorded and wrote nothing."""
+        return self._replayed
+
+    @property
+    def superseded_by(self) -> "RankingProfileState | None":
+        """On a replay: the pointer's newest change when it is not this one (None: still in force)."""
+        return self._superseded_by
+
+    def as_replay(self, newest: "RankingProfileState") -> "RankingProfileState":
+        """This stored change as returned to a retry, given the pointer's newest change."""
+        replay = self.model_copy()
+        replay._replayed = True
+        replay._superseded_by = None if newest.change_id == self.change_id else newest
+        return replay
 
     @model_validator(mode="after")
     def _coherent(self) -> "RankingProfileState":

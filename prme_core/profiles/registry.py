@@ -4,8 +4,12 @@ Profiles and pointer changes are checksummed operations. The pointer of (owner, 
 set) is its newest change record; every change runs in one transaction holding a per-key lock
 (an advisory transaction lock on PostgreSQL; DuckDB serializes all writers), re-reads the
 pointer, compares it with the caller's expected state and appends. A caller change UUID makes an
-exact retry return the first record, even after a restart; reusing it for a different change
+exact retry return the first record (marked ``replayed``, and ``superseded_by`` the newer change
+when the pointer has moved since), even after a restart; reusing it for a different change
 fails. Nothing is ever updated in place, so the history answers "what served at time T".
+
+Each pointer also has a head row (``ranking_pointer_heads``), a derived index that retrieval
+reads first; retrieval believes it only after checking it against the log (``pointer_head``).
 """
 
 from __future__ import annotations
@@ -17,14 +21,15 @@ from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
-from prme_core.canonical import sha256_hex
 from prme_core.errors import (
     CorruptRecord,
     IdempotencyConflict,
     InvalidInput,
     NoOpTransition,
+    PointerHeadStale,
     ProfileInapplicable,
     ProfileNotFound,
+    ReactivationRefused,
     StaleProfileError,
 )
 from prme_core.feedback.records import parse_record, record_operation_id
@@ -34,7 +39,7 @@ from prme_core.profiles.model import RankingProfile, RankingProfileState, Rankin
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.storage.base import Store
-from prme_core.storage.records import OperationDraft
+from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.types import utc_now
 from prme_core.validation import check_limit, check_owner, check_scope_set, describe
@@ -104,9 +109,39 @@ def list_profiles(store: Store, owner: Any, *, after: Any = None, limit: int = 1
 
 # --- the pointer ----------------------------------------------------------------------------
 
-def _latest(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
+def _latest_op(tx: StoreSession, owner: str, key: str) -> StoredOperation | None:
     ops = tx.list_operations(owner, OP_STATE, scope_key=key, limit=1, order="seq", newest_first=True)
-    return parse_record(RankingProfileState, ops[0], owner, "change_id") if ops else None
+    return ops[0] if ops else None
+
+
+def _latest(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
+    op = _latest_op(tx, owner, key)
+    return None if op is None else parse_record(RankingProfileState, op, owner, "change_id")
+
+
+def _last_served(tx: StoreSession, owner: str, key: str, profile_id: UUID) -> RankingProfileState | None:
+    """The newest change that made ``profile_id`` the active profile of the key (None: never)."""
+    for op in tx.list_operations(owner, OP_STATE, scope_key=key, limit=MAX_HISTORY, order="seq", newest_first=True):
+        state = parse_record(RankingProfileState, op, owner, "change_id")
+        if state.active_profile_id == profile_id:
+            return state
+    return None
+
+
+def last_served(store: Store, owner: Any, scopes: Any, profile_id: Any) -> RankingProfileState | None:
+    """The newest change that made a profile active on (owner, exact scope set), or None."""
+    owner = check_owner(owner)
+    with store.transaction(read_only=True) as tx:
+        return _last_served(tx, owner, scope_key(check_scope_set(scopes)), _uuid(profile_id, "profile_id"))
+
+
+def _replaced(profile_id: UUID, served: RankingProfileState, latest: RankingProfileState) -> ReactivationRefused:
+    return ReactivationRefused(
+        f"ranking profile {profile_id} served {served.owner!r}/{scope_key(served.scopes)!r} before ({served.action} "
+        f"change {served.change_id} at {served.changed_at.isoformat()}) and was replaced since: {latest.action} change "
+        f"{latest.change_id} at {latest.changed_at.isoformat()} left {latest.active_profile_id or 'base scoring'} "
+        "active. An orchestrated activation does not undo that; to serve the profile again, roll back to it "
+        f"deliberately (rollback_ranking_profile, or rollback_profile_job with profile_id={profile_id})")
 
 
 def current_state(store: Store, owner: Any, scopes: Any) -> RankingProfileState | None:
@@ -166,9 +201,14 @@ def served_at(store: Store, owner: Any, scopes: Any, at: datetime) -> RankingPro
 
 
 def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action: str, target: RankingProfile | None,
-                   change_id: UUID | None, expected: Any = KEEP,
-                   applicability: Applicability | None = None) -> RankingProfileState:
-    """Append one pointer change under the per-key lock, or return the stored exact retry."""
+                   change_id: UUID | None, expected: Any = KEEP, applicability: Applicability | None = None,
+                   reactivate: bool = True) -> RankingProfileState:
+    """Append one pointer change under the per-key lock, or return the stored change of an exact
+    retry marked ``replayed`` (``superseded_by`` names the newer change if the pointer moved).
+
+    ``reactivate=False`` refuses (``ReactivationRefused``) a target that served this pointer
+    before and was replaced since, on a first attempt and on a retry alike.
+    """
     key = scope_key(scopes)
     change = change_id or uuid4()
     op_id = record_operation_id("ranking-profile-state", owner, change)
@@ -176,14 +216,21 @@ def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action:
         tx.lock(f"ranking-pointer:{owner}:{key}")
         existing = tx.get_operation(owner, op_id)
         target_id = None if target is None else target.profile_id
+        latest = _latest(tx, owner, key)
+        current = None if latest is None else latest.active_profile_id
+        replaced = not reactivate and target_id is not None and latest is not None and current != target_id
         if existing is not None:
             first = parse_record(RankingProfileState, existing, owner, "change_id")
             if (first.action, first.scopes, first.active_profile_id) != (action, scopes, target_id):
                 raise IdempotencyConflict(f"change_id {change} already identifies a different ranking profile "
                                           "transition; the first stands")
-            return first
-        latest = _latest(tx, owner, key)
-        current = None if latest is None else latest.active_profile_id
+            if replaced:
+                raise _replaced(target_id, first, latest)
+            return first.as_replay(latest)
+        if replaced:
+            served = _last_served(tx, owner, key, target_id)
+            if served is not None:
+                raise _replaced(target_id, served, latest)
         if expected is not KEEP and current != expected:
             raise StaleProfileError(
                 f"the active profile of {owner!r}/{key!r} is {current or 'base scoring'}, not the expected "
@@ -207,46 +254,78 @@ def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action:
 def record_change(tx: StoreSession, state: RankingProfileState) -> None:
     """Append a pointer change and move the pointer's head row to it (one transaction).
 
-    The head row is a derived index, rewritten with each change, so retrieval reads the pointer
-    by primary key instead of searching the log; the log stays the system of record.
+    The head row is a derived index, rewritten with each change, so retrieval finds the pointer
+    by primary key; the log stays the system of record and ``pointer_head`` checks the row
+    against it.
     """
     key = scope_key(state.scopes)
     op_id = record_operation_id("ranking-profile-state", state.owner, state.change_id)
     draft = OperationDraft(id=op_id, owner=state.owner, op_type=OP_STATE, payload=state.canonical_bytes(),
                            scope_key=key, target_id=str(state.change_id))
-    tx.append_operation(draft)
-    tx.conn.execute(
-        "INSERT INTO ranking_pointer_heads (owner, scope_key, op_id, payload, checksum) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (owner, scope_key) DO UPDATE SET op_id = excluded.op_id, payload = excluded.payload, "
-        "checksum = excluded.checksum",
-        [state.owner, key, op_id, draft.payload.decode(), draft.checksum])
+    stored, _ = tx.append_operation(draft)
+    tx.write_pointer_head(state.owner, key, stored)
 
 
 def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
-    """The newest pointer change of (owner, scope key) from its head row (checksum-verified)."""
-    rows = tx.conn.fetchall("SELECT op_id, payload, checksum FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?",
-                            [owner, key])
-    if not rows:
+    """The newest pointer change of (owner, scope key), found through its head row and believed
+    only if the log agrees: the row must name the log's newest pointer change of that key (or be
+    absent when the log has none), and that change must match its checksum.
+
+    Two small reads: the head row by primary key, then the key's pointer changes from the log
+    position it names on (indexed on PostgreSQL; on DuckDB a scan that skips row groups older
+    than that position, or the whole log when there is no head row). Raises ``PointerHeadStale`` when the row disagrees with the log and
+    ``CorruptRecord`` when the change fails verification.
+    """
+    head = tx.pointer_head_position(owner, key)
+    head_id, head_seq = head if head is not None else (None, None)
+    ops = tx.scoped_operations_from(owner, OP_STATE, key, 0 if head_seq is None else head_seq, limit=2)
+    if head is None:
+        if ops:
+            raise PointerHeadStale(f"the pointer of {owner!r}/{key!r} has changes in the log but no head row; "
+                                   "rebuild the head from the log (rebuild_pointer_head)")
         return None
-    op_id, payload, checksum = rows[0]
-    if sha256_hex(payload) != checksum:
-        raise CorruptRecord(f"the pointer head of {owner!r}/{key!r} does not match its checksum; rebuild it from the log")
-    state = RankingProfileState.model_validate_json(payload)
-    if state.owner != owner or record_operation_id("ranking-profile-state", owner, state.change_id) != op_id:
-        raise CorruptRecord(f"the pointer head of {owner!r}/{key!r} names another change; rebuild it from the log")
+    if len(ops) != 1 or (ops[0].id, ops[0].seq) != (head_id, head_seq):
+        raise PointerHeadStale(f"the pointer head of {owner!r}/{key!r} names {head_id}, which is not the newest "
+                               "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)")
+    state = parse_record(RankingProfileState, ops[0].verified(owner), owner, "change_id")
+    if scope_key(state.scopes) != key:
+        raise CorruptRecord(f"pointer change {state.change_id} is filed under {key!r} but names another scope set")
     return state
 
 
+def rebuild_pointer_head(store: Store, owner: Any, scopes: Any) -> RankingProfileState | None:
+    """Rewrite the head row of (owner, exact scope set) from the log's newest verified pointer
+    change (or remove it when the log has none); returns that change."""
+    owner = check_owner(owner)
+    key = scope_key(check_scope_set(scopes))
+    with store.transaction() as tx:
+        tx.lock(f"ranking-pointer:{owner}:{key}")
+        op = _latest_op(tx, owner, key)
+        if op is None:
+            tx.delete_pointer_head(owner, key)
+            return None
+        state = parse_record(RankingProfileState, op, owner, "change_id")
+        tx.write_pointer_head(owner, key, op)
+        return state
+
+
 def activate(store: Store, profile_id: Any, *, owner: Any, change_id: Any = None,
-             applicability: Applicability | None = None) -> RankingProfileState:
-    """Activate a profile over exactly the baseline it was evaluated against."""
+             applicability: Applicability | None = None, reactivate: bool = True) -> RankingProfileState:
+    """Activate a profile over exactly the baseline it was evaluated against.
+
+    An existing ``change_id`` returns the earlier record marked ``replayed``; compare its
+    ``superseded_by`` (the pointer's newer change, if any) before reporting it as in force.
+    ``reactivate=False`` is the orchestrated mode: a profile that served this scope set before
+    and was deactivated or rolled back away since is refused (``ReactivationRefused``) instead
+    of activated again, so a re-run never undoes an operator's change.
+    """
     owner = check_owner(owner)
     profile = get_profile(store, profile_id, owner)
     if profile is None:
         raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
     return change_pointer(store, owner=owner, scopes=profile.scopes, action="activate", target=profile,
                           change_id=None if change_id is None else _uuid(change_id, "change_id"),
-                          expected=profile.baseline_profile_id, applicability=applicability)
+                          expected=profile.baseline_profile_id, applicability=applicability, reactivate=reactivate)
 
 
 def deactivate(store: Store, *, owner: Any, scopes: Any, change_id: Any = None,

@@ -34,24 +34,25 @@ hash and store on every retrieval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
 
 from prme_core.canonical import EMPTY_SHA256, assert_finite
+from prme_core.features import TRACE_FEATURES, layout_for
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import SortPolicy
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime
+from prme_core.types import FrozenModel, Owner, Sha256Hex, SortedUnique, UtcDatetime
 
 CURRENT_SCHEMA_VERSION = 9
 MIN_SCHEMA_VERSION = 1
+PROVENANCE_SINCE = 2  # score provenance, weight sets and the ranking policy
+EXECUTION_SINCE = 3  # the execution descriptor
 RANK_FUSION_SINCE = 9  # our receipts record formula-2 provenance from version 9 on
 
-TRACE_FIELDS: tuple[str, ...] = (
-    "semantic", "lexical", "graph", "recency", "salience", "confidence",
-    "epistemic_weight", "temporal_affinity", "node_type_boost", "path_score", "base_score",
-)
+FEATURE_LAYOUT = layout_for(CURRENT_SCHEMA_VERSION)  # prme_core.features
+TRACE_FIELDS: tuple[str, ...] = FEATURE_LAYOUT.trace_fields
 
 # Packing fields by the version that introduced them, with the meaning older versions have.
 _PACKING_HISTORY: tuple[tuple[str, int, Any], ...] = (
@@ -99,7 +100,7 @@ class ScoreTrace(FrozenModel):
         return [getattr(self, f) for f in TRACE_FIELDS]
 
     def feature_row(self) -> tuple[float, ...]:
-        return tuple(getattr(self, f) for f in TRACE_FIELDS[:9])
+        return tuple(getattr(self, f) for f in TRACE_FEATURES)
 
 
 class ScoreAdjustment(FrozenModel):
@@ -212,7 +213,7 @@ class RetrievalReceipt(FrozenModel):
     owner: Owner
     query: str
     reference_time: UtcDatetime
-    scopes: tuple[str, ...] = Field(min_length=1)
+    scopes: Annotated[tuple[str, ...], Field(min_length=1), SortedUnique]
     retrieval_mode: RetrievalMode = "hybrid"
     result_limit: int = Field(ge=1)
     min_score: float
@@ -250,13 +251,6 @@ class RetrievalReceipt(FrozenModel):
             ]
         return data
 
-    @field_validator("scopes")
-    @classmethod
-    def _normalized_scopes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if tuple(sorted(set(value))) != value:
-            raise ValueError("scopes must be sorted and unique")
-        return value
-
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "RetrievalReceipt":
         v = self.schema_version
@@ -274,9 +268,9 @@ class RetrievalReceipt(FrozenModel):
             raise ValueError(f"version {v} receipts always mean density ordering")
         if v < 8 and self.packing.episode_context_top_k != 0:
             raise ValueError(f"episode routing requires a version 8 receipt; this is version {v}")
-        if (v >= 3) != (self.execution is not None):
+        if (v >= EXECUTION_SINCE) != (self.execution is not None):
             raise ValueError("receipts of version 3 or later carry an execution descriptor; earlier ones do not")
-        if v == 1:
+        if v < PROVENANCE_SINCE:
             if self.weight_sets or self.ranking_policy is not None or any(c.provenance for c in self.candidates):
                 raise ValueError("version 1 receipts carry no score provenance or ranking policy")
         else:
@@ -343,11 +337,11 @@ class RetrievalReceipt(FrozenModel):
             if data[key] is None:
                 del data[key]
         data["candidates"] = [_candidate_dict(c) for c in self.candidates]
-        if v >= 2:
+        if v >= PROVENANCE_SINCE:
             data["weight_sets"] = [_drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets]
         else:
             del data["ranking_policy"]
-        if v >= 3:
+        if v >= EXECUTION_SINCE:
             data["execution"] = self.execution.model_dump(mode="json")  # type: ignore[union-attr]
         return data
 

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from prme_core.canonical import canonical_json
-from prme_core.receipts.model import TRACE_FIELDS
+from prme_core.receipts.model import FEATURE_LAYOUT
+from prme_core.types import sorted_unique
 
 if TYPE_CHECKING:
     from prme_core.receipts.model import RetrievalReceipt
 
-WEIGHT_COLUMNS = ("w_semantic", "w_lexical", "w_graph", "w_recency", "w_salience", "w_confidence",
-                  "w_temporal_boost", "w_relevance_floor")
-FEATURE_COLUMNS = tuple(f"f_{name}" for name in TRACE_FIELDS)
+FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order
+WEIGHT_COLUMNS = FEATURE_LAYOUT.weight_columns  # w_<additive weight>, then w_<scalar>
 FLOAT_COLUMNS = ("score", *FEATURE_COLUMNS, *WEIGHT_COLUMNS, "reranker_score")
 INT_COLUMNS = ("rank", "formula_version", "in_context", "has_content", "context_position", "token_cost")
 TEXT_COLUMNS = ("node_id", "base_node_id", "adjustments")
@@ -34,7 +34,7 @@ CANDIDATE_COLUMNS = (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)
 
 def scope_key(scopes: Sequence[str]) -> str:
     """The exact normalized scope set as one string: sorted, unique, joined by '+'."""
-    return "+".join(sorted(set(scopes)))
+    return "+".join(sorted_unique(scopes))
 
 
 def receipt_header(receipt: "RetrievalReceipt") -> dict[str, Any]:
@@ -58,6 +58,7 @@ def candidate_columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
 def _columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
     nan = float("nan")
+    weight_rows = [(*w.vector(), *(getattr(w, name) for name in FEATURE_LAYOUT.scalars)) for w in receipt.weight_sets]
     for rank, c in enumerate(receipt.candidates):
         p = c.provenance
         cols["node_id"].append(str(c.node_id))
@@ -75,13 +76,12 @@ def _columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
             for name in (*FEATURE_COLUMNS, *WEIGHT_COLUMNS):
                 cols[name].append(nan)
             continue
-        weights = receipt.weight_sets[p.weights]
         cols["base_node_id"].append(str(p.base_node_id))
         cols["formula_version"].append(p.formula_version)
         cols["adjustments"].append(canonical_json([a.canonical_dict() for a in p.adjustments]).decode())
-        for name, value in zip(FEATURE_COLUMNS, p.trace.model_dump()):
+        for name, value in zip(FEATURE_COLUMNS, p.trace.model_dump(), strict=True):
             cols[name].append(value)
-        for name, value in zip(WEIGHT_COLUMNS, (*weights.vector(), weights.temporal_boost, weights.relevance_floor)):
+        for name, value in zip(WEIGHT_COLUMNS, weight_rows[p.weights], strict=True):
             cols[name].append(value)
     return cols
 

@@ -13,23 +13,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prme_core.errors import IntegrityError, UnsupportedOperation
-from prme_core.receipts.model import TRACE_FIELDS
+from prme_core.errors import ReplayMismatch, ReplayUnavailable
+from prme_core.features import SCALAR_NAMES, TRACE_FEATURES
+from prme_core.receipts.model import PROVENANCE_SINCE
 from prme_core.retrieval.formula import apply_adjustments, rank_fused_scores, sort_key, weighted_base_scores
 
 if TYPE_CHECKING:
     from prme_core.receipts.model import ReplayResult, RetrievalReceipt
 
 
-class ReplayMismatch(IntegrityError, ValueError):
-    """A receipt's provenance does not reproduce its recorded scores or order."""
-
-
-class ReplayUnavailable(UnsupportedOperation):
-    """The receipt predates score provenance (version 1) and cannot be replayed."""
-
-
-_FEATURES = attrgetter(*TRACE_FIELDS[:9])
+_FEATURES = attrgetter(*TRACE_FEATURES)
+_SCALARS = attrgetter(*SCALAR_NAMES)
 
 
 def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
@@ -41,7 +35,7 @@ def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
         return out
     sets = receipt.weight_sets
     set_weights = np.array([w.vector() for w in sets], dtype=np.float64)
-    set_scalars = np.array([(w.temporal_boost, w.relevance_floor) for w in sets], dtype=np.float64)
+    set_scalars = np.array([_SCALARS(w) for w in sets], dtype=np.float64)
     w1 = [i for i, p in enumerate(provs) if p.formula_version == 1]  # type: ignore[union-attr]
     if w1:
         chosen = provs if len(w1) == n else [provs[i] for i in w1]
@@ -64,7 +58,7 @@ def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
 
 
 def _require_provenance(receipt: "RetrievalReceipt") -> None:
-    if receipt.schema_version < 2:
+    if receipt.schema_version < PROVENANCE_SINCE:
         raise ReplayUnavailable(
             "version 1 receipts lack replayable score provenance; they remain usable for feedback, "
             "but not for replay or fitting"

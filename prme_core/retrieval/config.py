@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from prme_core.features import WEIGHT_NAMES
 from prme_core.types import FrozenModel
 
-WEIGHT_FIELDS: tuple[str, ...] = ("semantic", "lexical", "graph", "recency", "salience", "confidence")
+WEIGHT_FIELDS: tuple[str, ...] = WEIGHT_NAMES  # one field per additive weight (prme_core.features)
 WEIGHT_SUM_TOLERANCE = 1e-6
 
 DEFAULT_NODE_TYPE_BOOSTS: dict[str, float] = {
@@ -20,10 +21,10 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class ScoringWeights(FrozenModel):
-    """The six additive weights (summing to 1) and the rest of the scoring formula.
+    """The additive weights (``WEIGHT_FIELDS``, summing to 1) and the rest of the scoring formula.
 
     ``fusion="weighted"`` is formula 1 (weighted sum, the default); ``"rrf"`` is formula 2
-    (rank fusion of the semantic and lexical channels, RFC-0005 §7.2), which ignores the six
+    (rank fusion of the semantic and lexical channels, RFC-0005 §7.2), which ignores the
     additive weights and cannot take ranking multipliers.
     """
 
@@ -47,7 +48,7 @@ class ScoringWeights(FrozenModel):
         total = math.fsum(getattr(self, f) for f in WEIGHT_FIELDS)
         if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
             values = ", ".join(f"{f}={getattr(self, f)!r}" for f in WEIGHT_FIELDS)
-            raise ValueError(f"the six additive weights must sum to 1 (±1e-6); got {total!r} from {values}")
+            raise ValueError(f"the additive weights must sum to 1 (±1e-6); got {total!r} from {values}")
         return self
 
     def vector(self) -> tuple[float, ...]:

@@ -90,7 +90,7 @@ class Corpus:
     """Arrays over one owner's active nodes, row i describing node ``ids[i]``."""
 
     owner: str
-    revision: tuple[int, int]
+    revision: int  # the owner's memory revision read before the rows (see StoreSession.memory_revision)
     ids: list[str]
     uuids: list[UUID]
     scope: np.ndarray
@@ -116,7 +116,6 @@ class Corpus:
     neighbours: dict[int, list[tuple[int, float]]]
     index_of: dict[str, int] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)  # lazily built indexes (episodes)
-    store_revision: tuple[int, int] = (0, 0)  # the store-wide revision last seen unchanged
 
     @property
     def size(self) -> int:
@@ -143,7 +142,7 @@ def _float_column(table: Any, name: str) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in table.column(name).to_pylist()], dtype=np.float64)
 
 
-def build_corpus(owner: str, revision: tuple[int, int], table: Any, edges: list[tuple[str, str, str, float]],
+def build_corpus(owner: str, revision: int, table: Any, edges: list[tuple[str, str, str, float]],
                  embedder: EmbeddingProvider) -> Corpus:
     ids = [str(v) for v in table.column("id").to_pylist()]
     content = table.column("content").to_pylist()
@@ -189,7 +188,11 @@ def build_corpus(owner: str, revision: tuple[int, int], table: Any, edges: list[
 
 
 class CorpusCache:
-    """Owner → corpus, rebuilt when the owner's memory revision changes (LRU of 32 owners)."""
+    """Owner → corpus, rebuilt when the owner's memory revision changes (LRU of 32 owners).
+
+    The revision changes with every commit that writes the owner's memory, in commit order, and
+    is read before the rows, so a cached corpus never lacks a memory committed before the read.
+    """
 
     def __init__(self, store: Store, embedder: EmbeddingProvider, capacity: int = MAX_CACHED_OWNERS) -> None:
         self.store = store
@@ -200,23 +203,20 @@ class CorpusCache:
 
     def get(self, owner: str) -> Corpus:
         with self.store.transaction(read_only=True) as tx:
-            store_revision = tx.memory_revision()
+            revision = tx.memory_revision(owner)  # first: the rows read below are at least this new
             with self._lock:
                 cached = self._cache.get(owner)
                 if cached is not None:
                     self._cache.move_to_end(owner)
-            if cached is not None and cached.store_revision == store_revision:
-                return cached
-            revision = tx.memory_revision(owner)
             if cached is not None and cached.revision == revision:
-                cached.store_revision = store_revision
                 return cached
             table = tx.active_node_table(owner)
             edges = tx.edge_list(owner)
         corpus = build_corpus(owner, revision, table, edges, self.embedder)
-        corpus.store_revision = store_revision
         with self._lock:
-            self._cache[owner] = corpus
+            current = self._cache.get(owner)
+            if current is None or current.revision <= revision:  # a slower rebuild never replaces a newer one
+                self._cache[owner] = corpus
             self._cache.move_to_end(owner)
             while len(self._cache) > self.capacity:
                 self._cache.popitem(last=False)

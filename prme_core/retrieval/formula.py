@@ -4,8 +4,9 @@ Retrieval and replay both call these, so a replayed score is the recorded score 
 construction. Operations are elementwise and written in one fixed order (no reductions whose
 summation order could vary), which keeps every result bit-identical across runs and machines.
 
-Formula 1 (weighted sum), per candidate:
+Formula 1 (weighted sum), per candidate (features and weights in ``prme_core.features`` order):
     additive = w_sem·sem + w_lex·lex + w_graph·graph + w_rec·rec + w_sal·sal + w_conf·conf
+               (summed left to right over the additive features)
     score    = (additive × epistemic + temporal_boost × temporal_affinity) × node_type_boost
     score    = min(score, sem + lex) when relevance_floor > 0 and sem + lex < relevance_floor
     score    = round(score, 10)
@@ -16,10 +17,21 @@ node-type and temporal factors, rounded to 10 decimals.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from functools import reduce
 from typing import Any, Literal
 
 import numpy as np
+
+from prme_core.features import (
+    EPISTEMIC_INDEX,
+    LEXICAL_INDEX,
+    NODE_TYPE_INDEX,
+    SEMANTIC_INDEX,
+    TEMPORAL_INDEX,
+    WEIGHT_COUNT,
+)
 
 ROUND_DECIMALS = 10
 SortPolicy = Literal["score_path_id", "reranked_prefix", "score_id"]
@@ -33,18 +45,17 @@ def round_scores(values: np.ndarray) -> np.ndarray:
 def weighted_base_scores(features: np.ndarray, weights: np.ndarray, scalars: np.ndarray) -> np.ndarray:
     """Formula 1 for n candidates.
 
-    ``features`` (n, 9): semantic, lexical, graph, recency, salience, confidence,
-    epistemic_weight, temporal_affinity, node_type_boost. ``weights`` (n, 6): the applied
-    additive weights. ``scalars`` (n, 2): temporal_boost, relevance_floor.
+    ``features`` (n, FEATURE_COUNT): the ``TRACE_FEATURES``, additive ones first. ``weights``
+    (n, WEIGHT_COUNT): the applied additive weights. ``scalars`` (n, 2): temporal_boost,
+    relevance_floor.
     """
     f = features
     w = weights
-    additive = (w[:, 0] * f[:, 0] + w[:, 1] * f[:, 1] + w[:, 2] * f[:, 2]
-                + w[:, 3] * f[:, 3] + w[:, 4] * f[:, 4] + w[:, 5] * f[:, 5])
-    score = additive * f[:, 6]
-    score = score + scalars[:, 0] * f[:, 7]
-    score = score * f[:, 8]
-    relevance = f[:, 0] + f[:, 1]
+    additive = reduce(operator.add, (w[:, i] * f[:, i] for i in range(WEIGHT_COUNT)))
+    score = additive * f[:, EPISTEMIC_INDEX]
+    score = score + scalars[:, 0] * f[:, TEMPORAL_INDEX]
+    score = score * f[:, NODE_TYPE_INDEX]
+    relevance = f[:, SEMANTIC_INDEX] + f[:, LEXICAL_INDEX]
     floor = scalars[:, 1]
     capped = np.where((floor > 0.0) & (relevance < floor), np.minimum(score, relevance), score)
     return round_scores(capped)

@@ -7,6 +7,8 @@ spelled out (products, then a left-to-right sum) so the scalar and vectorized fo
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
 from typing import Annotated
 
 import numpy as np
@@ -22,7 +24,8 @@ Factor = Annotated[float, Field(ge=MIN_MULTIPLIER, le=MAX_MULTIPLIER)]
 
 
 class RankingMultipliers(FrozenModel):
-    """Six factors in [0.25, 4]; all ones (unity) leaves scoring exactly as it was."""
+    """One factor in [0.25, 4] per additive weight (``WEIGHT_FIELDS``); all ones (unity) leaves
+    scoring exactly as it was."""
 
     semantic: Factor = 1.0
     lexical: Factor = 1.0
@@ -46,22 +49,22 @@ UNITY = RankingMultipliers()
 
 
 def adjusted_weights(weights: ScoringWeights, multipliers: RankingMultipliers | None) -> ScoringWeights:
-    """``w_i·m_i / Σ_j w_j·m_j`` over the six weights; unity (or None) returns ``weights`` itself."""
+    """``w_i·m_i / Σ_j w_j·m_j`` over the additive weights; unity (or None) returns ``weights`` itself."""
     if multipliers is None or multipliers.is_unity():
         return weights
     if weights.fusion != "weighted":
         raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
     products = [w * m for w, m in zip(weights.vector(), multipliers.vector(), strict=True)]
-    total = products[0] + products[1] + products[2] + products[3] + products[4] + products[5]
+    total = reduce(operator.add, products)  # left to right, as the vectorized form
     if not total > 0.0:
         raise ValueError("ranking multipliers leave no positive weight to renormalize")
     return weights.model_copy(update={f: p / total for f, p in zip(WEIGHT_FIELDS, products, strict=True)})
 
 
 def adjusted_weight_matrix(weights: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
-    """Vectorized ``adjusted_weights`` for an (n, 6) matrix; bit-identical to the scalar form."""
+    """Vectorized ``adjusted_weights`` for an (n, WEIGHT_COUNT) matrix; bit-identical to the scalar form."""
     if np.all(multipliers == 1.0):
         return weights
     products = weights * multipliers[None, :]
-    total = products[:, 0] + products[:, 1] + products[:, 2] + products[:, 3] + products[:, 4] + products[:, 5]
+    total = reduce(operator.add, (products[:, i] for i in range(products.shape[1])))
     return products / total[:, None]

@@ -10,8 +10,8 @@ Order of work for one request (every step deterministic):
 5. post-score operations: current-update, optional reranker blend, episode routing, session
    inheritance — each recorded, so ``replay_ranking()`` reproduces scores and order;
 6. apply ``min_score`` and the limit, pack the context within the token budget;
-7. record the version-9 receipt (append-only operation + projection, one transaction); if that
-   fails the retrieval still returns with ``metadata.receipt_persisted = False``.
+7. record the current-version receipt (append-only operation + projection, one transaction); if
+   that fails the retrieval still returns with ``metadata.receipt_persisted = False``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from uuid import UUID, uuid4
 
 import bm25s
 import numpy as np
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints, model_validator
 
 from prme_core.errors import InvalidInput, UnsupportedOperation
+from prme_core.features import EPISTEMIC_INDEX, TRACE_FEATURES
 from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import (
+    CURRENT_SCHEMA_VERSION,
     RankFusion,
     ReceiptCandidate,
     RetrievalExecution,
@@ -63,51 +65,49 @@ from prme_core.retrieval.session_context import expand_sessions, route_episodes
 from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
 from prme_core.retrieval.tokenizer import tokenizer_identity
 from prme_core.storage.base import Store
-from prme_core.types import FrozenModel, Owner, UtcDatetime, from_epoch_us, to_epoch_us, utc_now
+from prme_core.types import (
+    FrozenModel,
+    NonBlank,
+    Normalized,
+    NulFree,
+    Owner,
+    UtcDatetime,
+    WindowEnd,
+    from_epoch_us,
+    to_epoch_us,
+    utc_now,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4096
 MAX_RESULT_LIMIT = 200
 
+QueryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS), NulFree, NonBlank]
+"""A query as a caller writes it: 1..4096 characters, not blank, no NUL."""
+
 
 class RetrievalRequest(FrozenModel):
     """A validated retrieval request (every bound explicit)."""
 
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: QueryText
     owner: Owner
-    scopes: tuple[ScopeName, ...] = Field(min_length=1)
+    scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1), Normalized]
     reference_time: UtcDatetime
-    limit: int = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
-    min_score: float = Field(default=0.0, ge=0.0, le=10.0)
+    limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
+    min_score: StrictFloat = Field(default=0.0, ge=0.0, le=10.0)
     time_from: UtcDatetime | None = None
-    time_to: UtcDatetime | None = None
+    time_to: WindowEnd = None
     event_time_from: UtcDatetime | None = None
-    event_time_to: UtcDatetime | None = None
+    event_time_to: WindowEnd = None
     scoring: ScoringWeights
     packing: PackingConfig
     ranking_multipliers: RankingMultipliers | None = None
-    include_cross_scope: bool = False
+    include_cross_scope: StrictBool = False
     retrieval_mode: Annotated[str, StringConstraints(pattern="^(hybrid|lexical|semantic)$")] = "hybrid"
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must not be blank")
-        return value
-
-    @field_validator("scopes")
-    @classmethod
-    def _normalized(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(sorted(set(value)))
 
     @model_validator(mode="after")
     def _coherent(self) -> "RetrievalRequest":
-        for low, high in (("time_from", "time_to"), ("event_time_from", "event_time_to")):
-            a, b = getattr(self, low), getattr(self, high)
-            if a is not None and b is not None and a > b:
-                raise ValueError(f"{low} must not be later than {high}")
         if self.scoring.fusion == "rrf" and self.ranking_multipliers is not None and not self.ranking_multipliers.is_unity():
             raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
         return self
@@ -306,8 +306,10 @@ class _Run:
         else:
             affinity = np.zeros(n)
         boosts = np.array([w.boost(c.node_type[r]) for r in rows], dtype=np.float64)
-        self.features = np.column_stack([semantic, lexical, graph, recency, c.salience[rows], c.confidence[rows],
-                                         c.epistemic[rows], affinity, boosts])
+        computed = {"semantic": semantic, "lexical": lexical, "graph": graph, "recency": recency,
+                    "salience": c.salience[rows], "confidence": c.confidence[rows],
+                    "epistemic_weight": c.epistemic[rows], "temporal_affinity": affinity, "node_type_boost": boosts}
+        self.features = np.column_stack([computed[name] for name in TRACE_FEATURES])  # in layout order
         self.path_scores = np.array([min(len(p) / 3.0, 1.0) for p in pool.paths], dtype=np.float64)
         if w.fusion == "weighted":
             base = weighted_base_scores(self.features, np.tile(np.array(w.vector()), (n, 1)),
@@ -344,8 +346,8 @@ class _Run:
         sem_rank = competition_ranks(semantic, on_sem)
         lex_rank = competition_ranks(lexical, on_lex)
         temporal = 1.0 + w.temporal_boost * affinity
-        factors = np.column_stack([pool_relative(self.features[:, 6], on_any), pool_relative(boosts, on_any),
-                                   pool_relative(temporal, on_any)])
+        factors = np.column_stack([pool_relative(self.features[:, EPISTEMIC_INDEX], on_any),
+                                   pool_relative(boosts, on_any), pool_relative(temporal, on_any)])
         self.fusion = (sem_rank, lex_rank, factors)
         return rank_fused_scores(sem_rank.astype(np.float64), lex_rank.astype(np.float64), factors,
                                  np.full(semantic.size, float(w.rrf_k)))
@@ -413,7 +415,7 @@ class _Run:
                 has_content=bool(entry and entry.has_content), token_cost=entry.token_cost if entry else 0,
             ))
         return RetrievalReceipt.build(
-            schema_version=9, request_id=request_id, owner=req.owner, query=req.query,
+            schema_version=CURRENT_SCHEMA_VERSION, request_id=request_id, owner=req.owner, query=req.query,
             reference_time=req.reference_time, scopes=req.scopes, retrieval_mode=req.retrieval_mode,
             result_limit=req.limit, min_score=req.min_score, time_from=req.time_from, time_to=req.time_to,
             scoring=req.scoring, packing=req.packing, weight_sets=(self.applied,), ranking_policy=self.policy,
@@ -423,9 +425,7 @@ class _Run:
 
     def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:
         f = self.features[r.source]
-        trace = ScoreTrace(semantic=float(f[0]), lexical=float(f[1]), graph=float(f[2]), recency=float(f[3]),
-                           salience=float(f[4]), confidence=float(f[5]), epistemic_weight=float(f[6]),
-                           temporal_affinity=float(f[7]), node_type_boost=float(f[8]),
+        trace = ScoreTrace(**dict(zip(TRACE_FEATURES, f.tolist(), strict=True)),
                            path_score=float(self.path_scores[r.source]), base_score=float(self.base[r.source]))
         fusion = None
         if formula == 2:
@@ -493,18 +493,10 @@ def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[
                   ranking_multipliers: Any = None, include_cross_scope: Any = False,
                   retrieval_mode: Any = "hybrid") -> RetrievalRequest:
     """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
-    from prme_core.validation import check_owner, parse_model
+    from prme_core.validation import check_owner, check_scope_set, parse_model
 
     owner = check_owner(owner)
-    if scopes is None:
-        scopes = default_scopes
-    if isinstance(scopes, str):
-        scopes = (scopes,)
-    if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:
-        raise InvalidInput("scopes", f"must be a non-empty list of scope names from {list(default_scopes)}")
-    unknown = [s for s in scopes if s not in default_scopes]
-    if unknown:
-        raise InvalidInput("scopes", f"unknown scope {unknown[0]!r}; configured scopes: {list(default_scopes)}")
+    scopes = check_scope_set(default_scopes if scopes is None else scopes, allowed=default_scopes)
     scoring_model = _merged(ScoringWeights, default_scoring, scoring, "scoring")
     packing_updates: dict[str, Any] = {}
     if token_budget is not None:

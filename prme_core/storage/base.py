@@ -47,6 +47,7 @@ class SqlStore:
 
         ``read_only=True`` promises no writes; DuckDB then runs the reads as single autocommit
         statements (each one consistent), which saves two round trips on the retrieval path.
+        A transaction that wrote memory bumps the owners' memory revisions just before COMMIT.
         """
         current = getattr(self._active, "session", None)
         if current is not None:
@@ -57,6 +58,7 @@ class SqlStore:
             self._active.session = session
             try:
                 yield session
+                session.publish_memory_revisions()
             finally:
                 self._active.session = None
 

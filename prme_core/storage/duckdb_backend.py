@@ -2,25 +2,44 @@
 
 DuckDB admits one read-write process per file. Opening retries with backoff while another
 process holds the lock (``lock_timeout`` seconds, default 60), which is what lets Dagster's
-multiprocess executor share the embedded file: each step opens, works and closes.
+multiprocess executor share the embedded file: each step opens, works and closes. Within a
+process every store on one file takes turns under one lock (DuckDB gives them one shared
+database), and a store refuses to work in a process it was not opened in (after ``fork``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from prme_core.errors import DuplicateKey, StoreUnavailable
+from prme_core.errors import DuplicateKey, StoreDamaged, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.url import StoreURL, duckdb_path
 
-_UNNEST_INSERT_MAX_ROWS = 2000
+_INSERT_CHUNK_ROWS = 2000
+_INSERT_CHUNK_CHARS = 16 * 1024 * 1024
+_MEMORY_LIMIT = "1GiB"  # DuckDB buffer memory of a file store; past it, data spills beside the file
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+_INHERITED: list[duckdb.DuckDBPyConnection] = []  # forked copies, kept from closing (see close)
+
+
+def _file_lock(target: str) -> threading.RLock:
+    """The lock of a database file in this process. DuckDB hands every connection to one file
+    the same database, whose transactions are optimistic: two stores writing it at once made
+    idempotent retries fail with a duplicate key instead of reading the first record back."""
+    path = duckdb_path(target)
+    if path is None:
+        return threading.RLock()  # each ":memory:" connection is its own database
+    with _FILE_LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(str(path.resolve()), threading.RLock())
 
 
 class _DuckConnection:
@@ -47,21 +66,22 @@ class _DuckConnection:
         yield from self.raw.sql(sql, params=list(params)).to_arrow_reader(batch_rows)
 
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
-        if not rows:
-            return
-        if len(rows) == 1:
-            marks = ", ".join("?" * len(columns))
-            self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(rows[0]))
-            return
-        if len(rows) <= _UNNEST_INSERT_MAX_ROWS:
+        """Insert ``rows`` in bounded statements inside the caller's transaction (which keeps
+        the batch atomic): at most ``_INSERT_CHUNK_ROWS`` rows and about
+        ``_INSERT_CHUNK_CHARS`` characters of text per statement, so the parameters built for
+        one statement stay small whatever the batch size."""
+        for chunk in _insert_chunks(rows):
+            if len(chunk) == 1:
+                marks = ", ".join("?" * len(columns))
+                self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(chunk[0]))
+                continue
             # One statement with one list parameter per column: DuckDB's per-statement cost
-            # dominates small writes, and unnest binds far faster than a VALUES list.
-            lists = [list(column) for column in zip(*rows)]
+            # dominates small writes, and unnest binds far faster than a VALUES list. (A
+            # registered Arrow table is no cheaper, and DuckDB keeps a copy of its strings
+            # alive until the transaction ends, outside its memory limit.)
+            lists = [list(column) for column in zip(*chunk)]
             select = ", ".join("unnest(?)" for _ in columns)
             self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}", lists)
-            return
-        arrays = {name: [row[i] for row in rows] for i, name in enumerate(columns)}
-        self.insert_arrow(table, pa.table(arrays))
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Insert an Arrow table whose column names match ``table``'s columns."""
@@ -104,41 +124,132 @@ class DuckDBStore(SqlStore):
 
     def __init__(self, url: StoreURL) -> None:
         self._url = url
-        self._lock = threading.RLock()
         self._local = threading.local()
         path = duckdb_path(url.target)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = _file_lock(url.target)
+        self._pid = os.getpid()
         timeout = float(url.options.get("lock_timeout", "60"))
         self._raw = _connect_with_backoff(url.target, timeout)
+        if path is not None:
+            # A transaction's uncommitted rows live in DuckDB's buffer memory until COMMIT (a
+            # 50,000-memory batch of 64 KiB contents is ~4 GiB per table); with a bound they
+            # spill to the temporary directory beside the file instead of growing the process.
+            self._raw.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'")
         self._conn = _DuckConnection(self._raw)
-        super().__init__()
+        try:
+            super().__init__()
+        except BaseException:
+            with suppress(Exception):  # a store that failed to open keeps no connection to the file
+                self.close()
+            raise
 
     @property
     def url(self) -> str:
         return self._url.redacted()
 
+    def _check_process(self) -> None:
+        """A forked child holds a private copy of the parent's database: its writes would be
+        acknowledged, then lost or overwritten by the parent's, so it may not use the store."""
+        if os.getpid() != self._pid:
+            raise StoreUnavailable(
+                f"this DuckDB store was opened in process {self._pid} and inherited by process {os.getpid()} "
+                "(fork); a DuckDB connection cannot cross processes: open a new store in this process"
+            )
+
     @contextmanager
     def _begin(self, read_only: bool = False) -> Iterator[_DuckConnection]:
+        self._check_process()
         with self._lock:
             if self._raw is None:
                 raise StoreUnavailable("the store is closed; open a new one")
-            if read_only:  # single statements in autocommit: no BEGIN/COMMIT round trips
-                yield self._conn
-                return
-            self._raw.execute("BEGIN TRANSACTION")
-            try:
-                yield self._conn
-            except BaseException:
-                self._raw.execute("ROLLBACK")
-                raise
-            self._raw.execute("COMMIT")
+            with _damage_reported(self._url.target):
+                if read_only:  # single statements in autocommit: no BEGIN/COMMIT round trips
+                    yield self._conn
+                    return
+                self._raw.execute("BEGIN TRANSACTION")
+                try:
+                    yield self._conn
+                except BaseException as exc:
+                    try:
+                        self._raw.execute("ROLLBACK")
+                    except duckdb.Error:
+                        if not isinstance(exc, duckdb.Error):
+                            raise  # else DuckDB's first error (the database may be invalidated) is the news
+                    raise
+                self._raw.execute("COMMIT")
 
     def close(self) -> None:
+        if os.getpid() != self._pid:
+            # Closing the forked copy could checkpoint it into the parent's file; keep it open.
+            if self._raw is not None:
+                _INHERITED.append(self._raw)
+                self._raw = None
+            return
         with self._lock:
             if self._raw is not None:
-                self._raw.close()
-                self._raw = None
+                raw, self._raw = self._raw, None
+                with _damage_reported(self._url.target):
+                    raw.close()
+
+
+def _insert_chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:
+    """Consecutive slices of ``rows``, each within the row and text bounds (a single row
+    larger than the text bound is a slice of its own)."""
+    start, chars = 0, 0
+    for i, row in enumerate(rows):
+        size = sum(len(v) for v in row if isinstance(v, str))
+        if i > start and (i - start >= _INSERT_CHUNK_ROWS or chars + size > _INSERT_CHUNK_CHARS):
+            yield rows[start:i]
+            start, chars = i, 0
+        chars += size
+    if start < len(rows):
+        yield rows[start:]
+
+
+# Phrases of DuckDB errors that come from the bytes of the file, not from the SQL: truncation,
+# failed checksums, undecodable metadata or segments. ("checksum" alone would also match a
+# column of that name quoted in an ordinary SQL error.)
+_DAMAGE_PHRASES = (
+    "not a valid duckdb database file", "could not read enough bytes", "stored checksum", "corrupt",
+    "failed to deserialize", "metadata block index", "does not point to an allocated segment",
+)
+
+
+def _damage(target: str, exc: duckdb.Error) -> StoreDamaged | None:
+    """The typed error for a DuckDB failure caused by a damaged file or WAL, or None."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lowered = str(exc).lower()
+    internal = isinstance(exc, duckdb.InternalException)
+    if not (internal or isinstance(exc, duckdb.SerializationException) or any(p in lowered for p in _DAMAGE_PHRASES)):
+        return None
+    if "replaying wal" in lowered or "wal file" in lowered:
+        return StoreDamaged(target, (
+            f"the write-ahead log {target}.wal of the DuckDB store {target} is damaged ({text}). Restore the "
+            f"store and its .wal from a backup, or move {target}.wal aside to open the store as of its last "
+            "checkpoint (writes recorded only in that log are then lost)"))
+    cause = f"DuckDB failed internally reading it ({text})" if internal else text
+    return StoreDamaged(target, (
+        f"the DuckDB file {target} is damaged: {cause}; the operation was abandoned. Restore the file from a "
+        f"backup, or move it (and {target}.wal if present) aside to start an empty store in its place"))
+
+
+@contextmanager
+def _damage_reported(target: str) -> Iterator[None]:
+    """Re-raise DuckDB errors caused by a damaged file as ``StoreDamaged``; others pass unchanged."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        damaged = _damage(target, exc)
+        if damaged is None:
+            raise
+        raise damaged from exc
+
+
+def _lock_conflict(exc: duckdb.Error) -> bool:
+    text = str(exc).lower()
+    return "could not set lock" in text or "conflicting lock" in text
 
 
 def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConnection:
@@ -147,8 +258,13 @@ def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConne
     while True:
         try:
             return duckdb.connect(target)
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() + delay > deadline:
+        except duckdb.Error as exc:
+            if not _lock_conflict(exc):
+                damaged = _damage(target, exc)
+                if damaged is not None:
+                    raise damaged from exc
+                raise StoreUnavailable(f"cannot open DuckDB file {target!r}: {exc}") from exc
+            if time.monotonic() + delay > deadline:
                 raise StoreUnavailable(
                     f"cannot open DuckDB file {target!r}: {exc}. Another process holds it; "
                     f"close that process or raise lock_timeout (waited {timeout_s:g}s)"

@@ -161,6 +161,30 @@ CREATE TABLE ranking_pointer_heads (
     ),
 )
 
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        4,
+        "per-owner memory revision, bumped in commit order by every transaction that writes memory",
+        """
+CREATE TABLE memory_revisions (
+    owner TEXT PRIMARY KEY,
+    revision BIGINT NOT NULL
+);
+""",
+    ),
+)
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        5,
+        "log position of the change each ranking-pointer head names (retrieval checks the head against the log)",
+        """
+ALTER TABLE ranking_pointer_heads ADD COLUMN op_seq BIGINT;
+UPDATE ranking_pointer_heads SET op_seq = (SELECT o.seq FROM operations o WHERE o.id = ranking_pointer_heads.op_id);
+""",
+    ),
+)
+
 BLOB_TYPES = {"duckdb": "BLOB", "postgresql": "BYTEA"}
 
 

@@ -146,6 +146,7 @@ class StoreSession:
     def __init__(self, conn: Connection, backend: str) -> None:
         self.conn = conn
         self.backend = backend
+        self._memory_written: set[str] = set()  # owners whose revision this transaction bumps
 
     # --- memory nodes -------------------------------------------------------------------
 
@@ -184,6 +185,7 @@ class StoreSession:
         rows = [node_row(n) for n in nodes]
         self.conn.bulk_insert("memory_nodes", NODE_COLUMNS, rows)
         self.conn.bulk_insert("memory_node_versions", NODE_COLUMNS, rows)
+        self._memory_written.update(owners)
         self.insert_edges(edges)
 
     def write_versions(self, versions: Sequence[MemoryNode]) -> None:
@@ -206,10 +208,12 @@ class StoreSession:
                 [*row[2:], node.owner, str(node.id)],
             )
             self.conn.bulk_insert("memory_node_versions", NODE_COLUMNS, [row])
+            self._memory_written.add(node.owner)
 
     def insert_edges(self, edges: Sequence[Edge]) -> None:
         if edges:
             self.conn.bulk_insert("memory_edges", EDGE_COLUMNS, [edge_row(e) for e in edges])
+            self._memory_written.update(e.owner for e in edges)
 
     def get_node(self, owner: str, node_id: UUID | str) -> MemoryNode | None:
         rows = self.conn.fetchall(
@@ -272,19 +276,34 @@ class StoreSession:
         return [tuple(r) for r in self.conn.fetchall(
             "SELECT source_id, target_id, edge_type, weight FROM memory_edges WHERE owner = ? ORDER BY seq", [owner])]
 
-    def memory_revision(self, owner: str | None = None) -> tuple[int, int]:
-        """(newest node-version seq, newest edge seq) of one owner, or of the whole store.
+    def memory_revision(self, owner: str) -> int:
+        """The owner's memory revision: it changes whenever a write to the owner's memory
+        becomes visible, so a corpus cached at one revision is current while it reads the same.
 
-        Versions and edges are append-only and draw from one sequence, so the pair changes
-        exactly when something was written; the store-wide pair is a cheaper first check.
+        Every transaction that writes memory bumps one row per owner as its last statement
+        (``publish_memory_revisions``). Sequence numbers could not serve: a transaction draws
+        them when it inserts, not when it commits, so a slow writer's lower number committing
+        after a faster writer's higher one left the newest number unchanged. The bump holds the
+        row lock until commit, so the next writer increments only the committed value (READ
+        COMMITTED re-reads it after the wait): the value grows in commit order, and a writer
+        whose commit a read of value v did not see leaves the row above v. Read the revision
+        before the rows it describes (a corpus may then hold more than its revision says, never
+        less). No row reads as 0.
         """
-        where, params = ("WHERE owner = ?", [owner, owner]) if owner is not None else ("", [])
-        row = self.conn.fetchall(
-            f"SELECT (SELECT coalesce(max(version_seq), 0) FROM memory_node_versions {where}), "
-            f"(SELECT coalesce(max(seq), 0) FROM memory_edges {where})",
-            params,
-        )[0]
-        return (int(row[0]), int(row[1]))
+        rows = self.conn.fetchall("SELECT revision FROM memory_revisions WHERE owner = ?", [owner])
+        return int(rows[0][0]) if rows else 0
+
+    def publish_memory_revisions(self) -> None:
+        """Bump the revision of every owner this transaction wrote memory for; run last, right
+        before COMMIT, so the row lock is held briefly and after every other lock the
+        transaction takes (owners in sorted order: no two writers wait on each other)."""
+        for owner in sorted(self._memory_written):
+            self.conn.execute(
+                "INSERT INTO memory_revisions (owner, revision) VALUES (?, 1) "
+                "ON CONFLICT (owner) DO UPDATE SET revision = memory_revisions.revision + 1",
+                [owner],
+            )
+        self._memory_written.clear()
 
     # --- operations log -----------------------------------------------------------------
 
@@ -444,6 +463,35 @@ class StoreSession:
             "SELECT owner, scope_key, max(seq) AS newest FROM operations WHERE op_type = ? AND seq > ? "
             "AND scope_key IS NOT NULL GROUP BY owner, scope_key ORDER BY newest LIMIT ?", [op_type, after_seq, limit])
         return [(r[0], r[1], int(r[2])) for r in rows]
+
+    def scoped_operations_from(self, owner: str, op_type: str, scope_key: str, from_seq: int,
+                               limit: int) -> list[StoredOperation]:
+        """Up to ``limit`` of the owner's operations of one type and scope key with ``seq >=
+        from_seq``, in no particular order and unverified: enough to tell whether the one at
+        ``from_seq`` is the newest. (A constant bound lets DuckDB skip older row groups.)"""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? AND scope_key = ? AND seq >= ? "
+            "LIMIT ?", [owner, op_type, scope_key, from_seq, limit])
+        return [row_operation(r) for r in rows]
+
+    # --- ranking pointer heads (a derived index over the pointer changes in the log) -----
+
+    def pointer_head_position(self, owner: str, scope_key: str) -> tuple[str, int | None] | None:
+        """(operation id, its log seq) that the head row of (owner, scope key) names; None: no row."""
+        rows = self.conn.fetchall("SELECT op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?",
+                                  [owner, scope_key])
+        return (rows[0][0], None if rows[0][1] is None else int(rows[0][1])) if rows else None
+
+    def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
+        """Point the head row of (owner, scope key) at a stored pointer change."""
+        self.conn.execute(
+            "INSERT INTO ranking_pointer_heads (owner, scope_key, op_id, op_seq, payload, checksum) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (owner, scope_key) DO UPDATE SET op_id = excluded.op_id, "
+            "op_seq = excluded.op_seq, payload = excluded.payload, checksum = excluded.checksum",
+            [owner, scope_key, op.id, op.seq, op.payload, op.checksum])
+
+    def delete_pointer_head(self, owner: str, scope_key: str) -> None:
+        self.conn.execute("DELETE FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?", [owner, scope_key])
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""

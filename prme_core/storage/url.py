@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -35,6 +37,35 @@ class StoreURL:
 
 _DUCKDB_OPTIONS = {"lock_timeout"}
 _POSTGRES_OPTIONS = {"prme_schema", "pool_size"}
+MAX_LOCK_TIMEOUT_S = 3600.0
+MAX_POOL_SIZE = 100
+# An unquoted PostgreSQL identifier that folds to itself: lowercase, so the quoted CREATE SCHEMA
+# and the unquoted search_path name the same schema; "pg_" is reserved for system schemas.
+SCHEMA_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+
+def _check_options(options: dict[str, str]) -> dict[str, str]:
+    """Validate PRME's own URL options; the returned values parse with ``float``/``int`` as is."""
+    if "lock_timeout" in options:
+        value = options["lock_timeout"]
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and 0.0 <= seconds <= MAX_LOCK_TIMEOUT_S):
+            raise InvalidInput("store_url.lock_timeout", f"must be a number of seconds in 0..{MAX_LOCK_TIMEOUT_S:g}, "
+                               f"got {value!r}")
+    if "pool_size" in options:
+        value = options["pool_size"]
+        if not (value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_POOL_SIZE):
+            raise InvalidInput("store_url.pool_size", f"must be a whole number of connections in 1..{MAX_POOL_SIZE}, "
+                               f"got {value!r}")
+    if "prme_schema" in options:
+        value = options["prme_schema"]
+        if SCHEMA_NAME_PATTERN.fullmatch(value) is None or value.startswith("pg_"):
+            raise InvalidInput("store_url.prme_schema", "must be a lowercase letter followed by at most 62 lowercase "
+                               f"letters, digits or _ (and not start with pg_), got {value!r}")
+    return options
 
 
 def parse_store_url(url: str) -> StoreURL:
@@ -49,11 +80,11 @@ def parse_store_url(url: str) -> StoreURL:
         path, _, query = rest[3:].partition("?")
         if not path:
             raise InvalidInput("store_url", "a DuckDB URL needs a file path (or :memory:)")
-        options = dict(parse_qsl(query))
+        options = dict(parse_qsl(query, keep_blank_values=True))
         unknown = set(options) - _DUCKDB_OPTIONS
         if unknown:
             raise InvalidInput("store_url", f"unknown DuckDB options {sorted(unknown)}; allowed: {sorted(_DUCKDB_OPTIONS)}")
-        return StoreURL("duckdb", path, options)
+        return StoreURL("duckdb", path, _check_options(options))
     if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         parts = urlsplit(url)
         scheme = "postgresql"
@@ -61,10 +92,7 @@ def parse_store_url(url: str) -> StoreURL:
         options = {k: v for k, v in pairs if k in _POSTGRES_OPTIONS}
         passthrough = [(k, v) for k, v in pairs if k not in _POSTGRES_OPTIONS]
         dsn = urlunsplit((scheme, parts.netloc, parts.path, urlencode(passthrough), ""))
-        schema = options.get("prme_schema")
-        if schema is not None and not (schema.replace("_", "a").isalnum() and schema[:1].isalpha() and len(schema) <= 63):
-            raise InvalidInput("store_url", "prme_schema must be a letter followed by letters, digits or _ (≤ 63)")
-        return StoreURL("postgresql", dsn, options)
+        return StoreURL("postgresql", dsn, _check_options(options))
     raise InvalidInput("store_url", f"unsupported scheme in {url.split(':', 1)[0]!r}; use duckdb:/// or postgresql://")
 
 

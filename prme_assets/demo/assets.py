@@ -1,10 +1,14 @@
-"""Demo data: LoCoMo conversations loaded as memories (one owner per conversation)."""
+"""Demo data: LoCoMo conversations loaded as memories (one owner per conversation), judged
+retrievals and registered holdout questions, and the job that runs both."""
+
+from pathlib import Path
 
 import dagster as dg
 
+from prme_assets.demo.data import find_locomo_data
 from prme_assets.resources import PrmeStoreResource
 from prme_core.datasets.locomo import (
-    default_locomo_path,
+    LocomoDataNotFound,
     load_conversation,
     read_locomo,
     record_feedback,
@@ -16,18 +20,24 @@ from prme_core.datasets.locomo import (
 
 class LocomoConfig(dg.Config):
     data_path: str = ""
-    """A LoCoMo-format JSON file; empty means the development file under ../shared/data/locomo."""
+    """A LoCoMo-format JSON file; empty means PRME_LOCOMO_PATH, else the development file
+    ../shared/data/locomo/locomo-dev.json (from the working directory, then the checkout)."""
     conversations: list[str] = []
     """Sample ids to load; empty loads every conversation in the file."""
     scope: str = "personal"
 
 
+def _data_path(config: LocomoConfig) -> Path:
+    try:
+        return find_locomo_data(config.data_path or None)
+    except LocomoDataNotFound as exc:
+        raise dg.Failure(f"{exc} (or set this asset's data_path)") from exc
+
+
 @dg.asset(group_name="demo", kinds={"python"},
           description="LoCoMo conversation turns stored as memory nodes, one owner per conversation.")
 def locomo_memories(context: dg.AssetExecutionContext, config: LocomoConfig, prme_store: PrmeStoreResource) -> dg.MaterializeResult:
-    path = config.data_path or default_locomo_path()
-    if not path:
-        raise dg.Failure("no LoCoMo data: set data_path or PRME_LOCOMO_PATH (../shared/data/locomo/ is absent)")
+    path = _data_path(config)
     conversations = select(read_locomo(path), config.conversations or None)
     rows = []
     with prme_store.client() as client:
@@ -58,9 +68,7 @@ class LocomoFeedbackConfig(LocomoConfig):
                       "(hash split), and the rest registered as holdout questions with their complete evidence.")
 def locomo_feedback(context: dg.AssetExecutionContext, config: LocomoFeedbackConfig,
                     prme_store: PrmeStoreResource) -> dg.MaterializeResult:
-    path = config.data_path or default_locomo_path()
-    if not path:
-        raise dg.Failure("no LoCoMo data: set data_path or PRME_LOCOMO_PATH (../shared/data/locomo/ is absent)")
+    path = _data_path(config)
     rows = []
     with prme_store.client() as client:
         for conv in select(read_locomo(path), config.conversations or None):

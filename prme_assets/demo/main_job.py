@@ -1,38 +1,38 @@
 """The project's main job: the whole learning loop over LoCoMo, in process, on the local
-instance (no server): load memories, judge real retrievals, register holdout questions,
-discover partitions, materialize every partition with its gates, let the activation sensor
-decide, run the activations it requested, and print each partition's outcome."""
+instance (no server): load memories, judge real retrievals, register holdout questions (the
+demo location's job), discover partitions, materialize every partition with its gates, let the
+activation sensor decide, run the activations it requested (the production location's jobs),
+and print each partition's outcome."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 
 from prme_assets.activation import GATE_CHECKS, activation_request
 from prme_assets.check_records import latest_checks
 from prme_assets.definitions import build_definitions
+from prme_assets.demo.definitions import build_demo_definitions
 from prme_assets.discovery import learning_target_discovery_sensor
+from prme_assets.evidence_io import evidence_io_from_env
 from prme_assets.partitions import LEARNING_TARGETS
 from prme_assets.resources import LearningPolicyResource, store_resource_from_env
-from prme_assets.evidence_io import evidence_io_from_env
-from prme_core.datasets.locomo import default_locomo_path
 
 
-def run_main(*, data_path: str | None, conversations: list[str] | None, say: Callable[[str], None],
+def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[[str], None],
              policy: LearningPolicyResource | None = None) -> int:
-    path = data_path or default_locomo_path()
-    if path is None:
-        say("No LoCoMo data found: pass --data or set PRME_LOCOMO_PATH.")
-        return 2
+    """``data_path``: the LoCoMo file, already found by the caller (``prme main --data``)."""
     store = store_resource_from_env()
     defs = build_definitions({"prme_store": store, "evidence_io": evidence_io_from_env(),
                               "learning_policy": policy or LearningPolicyResource()})
-    config = {"data_path": str(path), "conversations": conversations or []}
+    demo_defs = build_demo_definitions({"prme_store": store})
+    config = {"data_path": str(data_path), "conversations": conversations or []}
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     # a gate that stops a partition is an expected outcome, summarized in the table below
     silent = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     with dg.DagsterInstance.get() as instance:
-        say(f"1/4 loading memories and judging real retrievals from {path} …")
-        demo = defs.resolve_job_def("locomo_demo_job").execute_in_process(
+        say(f"1/4 loading memories and judging real retrievals from {data_path} …")
+        demo = demo_defs.resolve_job_def("locomo_demo_job").execute_in_process(
             instance=instance, run_config={**quiet, "ops": {"locomo_memories": {"config": config},
                                                             "locomo_feedback": {"config": config}}})
         if not demo.success:

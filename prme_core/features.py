@@ -1,0 +1,104 @@
+"""The ranking feature layout: which features a score is made of, in which order, and the names
+every layer derives from them (receipt trace, projection columns, learning arrays, benchmarks).
+
+Formula 1 (``retrieval.formula``) sums the additive features, each times its own weight (one
+``ScoringWeights`` field and one ``RankingMultipliers`` factor per name), then applies the
+factor features, which have no weight: the sum times ``epistemic_weight``, plus
+``temporal_boost`` × ``temporal_affinity``, times ``node_type_boost``. A receipt's trace records
+the features in this order, then the two ordering values (``path_score``, ``base_score``).
+
+This module imports nothing from ``prme_core`` so that storage, receipts, retrieval and learning
+may all import it. ``RECEIPT_LAYOUTS`` records which layout each receipt schema version uses;
+``receipts.model`` binds the current one to ``CURRENT_SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """The features and weights a range of receipt schema versions records, in order."""
+
+    weights: tuple[str, ...]  # additive features: each has a weight and a multiplier
+    factors: tuple[str, ...]  # multiplicative / bonus features: no weight
+    scalars: tuple[str, ...] = ("temporal_boost", "relevance_floor")  # scoring values recorded beside the weights
+    ordering: tuple[str, ...] = ("path_score", "base_score")  # trace values that are not formula inputs
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """Formula-1 inputs: the columns of the (n, features) matrix, additive ones first."""
+        return self.weights + self.factors
+
+    @property
+    def trace_fields(self) -> tuple[str, ...]:
+        """A score trace's positional array."""
+        return self.features + self.ordering
+
+    @property
+    def feature_columns(self) -> tuple[str, ...]:
+        """Projection columns of the trace (``f_<name>``)."""
+        return tuple(feature_column(name) for name in self.trace_fields)
+
+    @property
+    def weight_columns(self) -> tuple[str, ...]:
+        """Projection columns of the applied weight set (``w_<name>``): weights, then scalars."""
+        return tuple(weight_column(name) for name in self.weights + self.scalars)
+
+
+def feature_column(name: str) -> str:
+    return f"f_{name}"
+
+
+def weight_column(name: str) -> str:
+    return f"w_{name}"
+
+
+_LAYOUT_1 = FeatureLayout(
+    weights=("semantic", "lexical", "graph", "recency", "salience", "confidence"),
+    factors=("epistemic_weight", "temporal_affinity", "node_type_boost"),
+)
+
+RECEIPT_LAYOUTS: tuple[tuple[int, FeatureLayout], ...] = ((1, _LAYOUT_1),)
+"""(first receipt schema version, layout), ascending. Version 1 records no provenance (its
+projection holds NaN in these columns); every version since has used the same layout. A version
+that changes the features adds an entry."""
+
+
+def layout_for(schema_version: int) -> FeatureLayout:
+    """The layout a receipt of ``schema_version`` records."""
+    found = [layout for since, layout in RECEIPT_LAYOUTS if since <= schema_version]
+    if not found:
+        raise ValueError(f"no feature layout for receipt schema version {schema_version}; "
+                         f"the first is {RECEIPT_LAYOUTS[0][0]}")
+    return found[-1]
+
+
+CURRENT_LAYOUT = RECEIPT_LAYOUTS[-1][1]
+
+# The current layout, by name (what new receipts, fits and benchmarks use).
+WEIGHT_NAMES = CURRENT_LAYOUT.weights
+FACTOR_NAMES = CURRENT_LAYOUT.factors
+SCALAR_NAMES = CURRENT_LAYOUT.scalars
+TRACE_FEATURES = CURRENT_LAYOUT.features
+TRACE_FIELDS = CURRENT_LAYOUT.trace_fields
+WEIGHT_COUNT = len(WEIGHT_NAMES)
+FEATURE_COUNT = len(TRACE_FEATURES)
+
+# Positions in the formula-1 feature matrix of the features the formula names.
+SEMANTIC_INDEX = TRACE_FEATURES.index("semantic")
+LEXICAL_INDEX = TRACE_FEATURES.index("lexical")
+EPISTEMIC_INDEX = TRACE_FEATURES.index("epistemic_weight")
+TEMPORAL_INDEX = TRACE_FEATURES.index("temporal_affinity")
+NODE_TYPE_INDEX = TRACE_FEATURES.index("node_type_boost")
+
+NEUTRAL_FACTORS: dict[str, float] = {"epistemic_weight": 1.0, "temporal_affinity": 0.0, "node_type_boost": 1.0}
+"""Factor values that leave the additive score unchanged (synthetic receipts, benchmarks)."""
+
+# Projection column names (``receipts.projection`` packs them; learning reads them back).
+FEATURE_COLUMNS = CURRENT_LAYOUT.feature_columns
+WEIGHT_COLUMNS = CURRENT_LAYOUT.weight_columns
+TRACE_FEATURE_COLUMNS = tuple(feature_column(name) for name in TRACE_FEATURES)
+ADDITIVE_WEIGHT_COLUMNS = tuple(weight_column(name) for name in WEIGHT_NAMES)
+SCALAR_WEIGHT_COLUMNS = tuple(weight_column(name) for name in SCALAR_NAMES)
