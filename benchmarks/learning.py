@@ -6,15 +6,14 @@ Target (issue 5): 100k records in ≤ 30 s on this machine, snapshot read from D
 
 Setup goes through the project's own code, so the data follows the current receipt schema:
 ``synthetic_receipt`` builds genuine receipts (scores from the real formula, candidates in the
-real sort order, validated by the receipt model), ``write_receipt`` persists each with its
-projection (the writer a retrieval uses; a thousand per transaction here), ``synthetic_record``
+real sort order, validated by the receipt model), ``write_receipts`` persists a thousand per
+transaction with their projections (one multi-row insert per table), ``synthetic_record``
 judges ten candidates of each with a planted lexical signal and ``append_record`` stores the
 judgment as ``record_relevance`` does; one receipt per chunk is read back through
 ``get_receipt``, which verifies its checksum.
-Setup is the slow part (one DuckDB statement per stored operation, as in production: several
-minutes at 10k records, proportionally more at 100k) and is not measured: the cut and the
-evaluation run in a fresh process so its peak RSS is the evaluation's own; a 10x-smaller run in
-the same invocation is the baseline for the scaling ratio.
+Setup is the slow part (one transaction per relevance record, as in production) and is not
+measured: the cut and the evaluation run in a fresh process so its peak RSS is the evaluation's
+own; a 10x-smaller run in the same invocation is the baseline for the scaling ratio.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from pathlib import Path
 from prme_core.feedback.records import append_record
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
-from prme_core.receipts.store import get_receipt, write_receipt
+from prme_core.receipts.store import get_receipt, write_receipts
 from prme_core.storage import open_store
 
 OWNER = "bench-owner"
@@ -56,8 +55,7 @@ def write_dataset(url: str, records: int, groups: int, seed: int = 5) -> None:
                                        candidates=CANDIDATES, threshold=THRESHOLD)
                      for i in range(min(CHUNK, records - done))]
             with store.transaction() as tx:
-                for receipt, _ in batch:
-                    write_receipt(tx, receipt)
+                write_receipts(tx, [receipt for receipt, _ in batch])
             for receipt, relevant in batch:
                 record = synthetic_record(rng, receipt, relevant, judged=JUDGED)
                 append_record(store, kind="relevance", op_type=OP_RELEVANCE, record=record, key_field="feedback_id",

@@ -50,8 +50,8 @@ from benchmarks.locomo_report import (
     OwnerResult,
     write_report,
 )
-from prme_assets.activation import GATE_CHECKS, activate_profile_job, activation_request
-from prme_assets.checks import GATES
+from prme_assets.activation import activate_profile_job, activation_request
+from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.evidence_io import MODELS, OP_ARTIFACT, EvidenceIOManager, artifact_target

@@ -28,6 +28,10 @@ RANKING_LABELS = {
 CHART_RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lambdarank")
 PASSED_OFFLINE = "improved_on_observed_candidates"
 PASSED_HOLDOUT = "improved_full_retrieval"
+GATE_NAMES = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
+              "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
+"""The gates a report records, in pipeline order (``prme_assets.checks.GATE_CHECKS``; this module
+stays free of Dagster, and a test keeps the two equal)."""
 LIMITATIONS = (
     "Six conversations (owners) of the development file only; every figure describes those owners, this "
     "engine version and its feature identity. Gate thresholds are the defaults; nothing here was tuned on them.",
@@ -159,9 +163,7 @@ class OwnerResult(FrozenModel):
         if offline_check != "not reached" and (offline_check == "pass") != (self.offline.decision == PASSED_OFFLINE):
             raise ValueError(f"{self.owner}: offline check {offline_check} disagrees with decision {self.offline.decision}")
         if self.activation.activated:
-            gates = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
-                     "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
-            if any(self.checks.get(g) != "pass" for g in gates):
+            if any(self.checks.get(g) != "pass" for g in GATE_NAMES):
                 raise ValueError(f"{self.owner}: activated without every gate passing")
             if not (self.holdout.gated and self.holdout.decision == PASSED_HOLDOUT):
                 raise ValueError(f"{self.owner}: activated without a gated, improved holdout")
@@ -363,9 +365,8 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
               "checks (coverage, replay, offline, memory, holdout, evidence, runtime) | seconds |",
               "|---|---|---|---|---|---|---|---|---|"]
     for o in report.owners:
-        marks = " ".join({"pass": "✓", "fail": "✗", "not reached": "·"}[o.checks.get(g, "not reached")] for g in (
-            "coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
-            "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible"))
+        marks = " ".join({"pass": "✓", "fail": "✗", "not reached": "·"}[o.checks.get(g, "not reached")]
+                         for g in GATE_NAMES)
         lines.append(f"| {o.owner} | {o.turns} | {o.questions} | {o.feedback_questions} / {o.holdout_questions} | "
                      f"{o.questions_without_evidence} | {', '.join(o.unresolved_evidence_ids) or '—'} | "
                      f"{o.feedback.get('without_returned_evidence', 0)} | {marks} | {o.seconds:.1f} |")

@@ -18,14 +18,11 @@ from prme_core.learning.verdicts import runtime_verdict
 from prme_core.profiles import registry as profiles
 
 from prme_assets.check_records import latest_checks, latest_materialization
+from prme_assets.checks import GATE_CHECKS
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import STORE_POOL, PrmeStoreResource
 
 ACTIVATION_TAG = "prme/activation_target"
-GATE_CHECKS = [("query_split", "coverage_sufficient"), ("query_split", "baseline_replay_exact"),
-               ("ranking_proposal", "offline_gate_passed"), ("full_retrieval_holdout", "holdout_memory_unchanged"),
-               ("full_retrieval_holdout", "holdout_gate_passed"), ("candidate_profile", "profile_evidence_bound"),
-               ("candidate_profile", "runtime_compatible")]
 
 
 class ActivationConfig(dg.Config):

@@ -1,6 +1,7 @@
 """Reading the latest partitioned check results and materializations (Dagster's semi-internal
 event-log API is touched here only)."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -34,7 +35,7 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str, partition: 
     return MaterializationState(record.run_id, record.storage_id, metadata)
 
 
-def latest_checks(instance: dg.DagsterInstance, checks: list[tuple[str, str]], partition: str) -> list[CheckState]:
+def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]], partition: str) -> list[CheckState]:
     """The newest result of each (asset, check) for one partition; a missing result counts as failed."""
     keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, name in checks]
     found = instance.event_log_storage.get_latest_asset_check_execution_by_key(

@@ -78,3 +78,9 @@ def runtime_compatible(candidate_profile: RankingProfile, prme_store: PrmeStoreR
 
 GATES = (coverage_sufficient, baseline_replay_exact, offline_gate_passed, holdout_memory_unchanged,
          holdout_gate_passed, profile_evidence_bound, runtime_compatible)
+"""The registry of gates, in pipeline order: ``Definitions`` registers exactly these checks and the
+activation sensor requires every one of them, so a gate added here is enforced in both places."""
+
+GATE_CHECKS: tuple[tuple[str, str], ...] = tuple(
+    (key.asset_key.to_user_string(), key.name) for gate in GATES for key in gate.check_keys)
+"""(asset, check) of every gate in ``GATES``: what the activation sensor reads for a partition."""

@@ -16,9 +16,11 @@ import dagster as dg
 from prme_core.engine import MemoryClient
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
+from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 from prme_core.retrieval.embedding import embedding_provider
 from prme_core.settings import embedding_name_from_env
 from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
+from prme_core.types import FrozenModel
 
 STORE_POOL = "prme_store"
 """Concurrency pool of every step that opens the domain store (limit it to 1 for DuckDB)."""
@@ -40,38 +42,44 @@ class PrmeStoreResource(dg.ConfigurableResource):
             yield client
 
 
-class LearningPolicyResource(dg.ConfigurableResource):
-    """Fit parameters and gate thresholds of the offline proposal and the holdout."""
+def _default(config: type[FrozenModel], field: str) -> Any:
+    """A field's default in a ``prme_core`` config: every threshold's default is defined there, once."""
+    return config.model_fields[field].default
 
-    seed: int = 42
-    validation_fraction: float = 0.3
-    min_training_queries: int = 20
-    min_validation_queries: int = 20
-    regularization: float = 0.01
-    margin_scale: float = 5.0
-    passes_per_step: int = 4
-    ndcg_k: int = 10
-    bootstrap_samples: int = 2000
-    min_ndcg_gain: float = 0.01
-    max_pairs_per_request: int = 10_000
-    max_records: int = 10_000
-    holdout_k: int = 10
-    holdout_min_query_groups: int = 20
-    holdout_min_ndcg_gain: float = 0.01
-    holdout_max_regression_fraction: float = 0.1
+
+HOLDOUT_FIELDS = {"seed": "seed", "k": "holdout_k", "min_query_groups": "holdout_min_query_groups",
+                  "bootstrap_samples": "bootstrap_samples", "min_ndcg_gain": "holdout_min_ndcg_gain",
+                  "max_regression_fraction": "holdout_max_regression_fraction"}
+"""``FullRetrievalEvaluationConfig`` field → the policy field that sets it (seed and bootstrap
+samples are shared with the offline proposal); every ``LearningConfig`` field has its own name."""
+
+
+class LearningPolicyResource(dg.ConfigurableResource):
+    """Fit parameters and gate thresholds of the offline proposal and the holdout. The defaults are
+    ``LearningConfig``'s, ``FullRetrievalEvaluationConfig``'s and the snapshot's bound."""
+
+    seed: int = _default(LearningConfig, "seed")
+    validation_fraction: float = _default(LearningConfig, "validation_fraction")
+    min_training_queries: int = _default(LearningConfig, "min_training_queries")
+    min_validation_queries: int = _default(LearningConfig, "min_validation_queries")
+    regularization: float = _default(LearningConfig, "regularization")
+    margin_scale: float = _default(LearningConfig, "margin_scale")
+    passes_per_step: int = _default(LearningConfig, "passes_per_step")
+    ndcg_k: int = _default(LearningConfig, "ndcg_k")
+    bootstrap_samples: int = _default(LearningConfig, "bootstrap_samples")
+    min_ndcg_gain: float = _default(LearningConfig, "min_ndcg_gain")
+    max_pairs_per_request: int = _default(LearningConfig, "max_pairs_per_request")
+    max_records: int = DEFAULT_MAX_RECORDS
+    holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
+    holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")
+    holdout_min_ndcg_gain: float = _default(FullRetrievalEvaluationConfig, "min_ndcg_gain")
+    holdout_max_regression_fraction: float = _default(FullRetrievalEvaluationConfig, "max_regression_fraction")
 
     def learning_config(self) -> LearningConfig:
-        return LearningConfig(
-            seed=self.seed, validation_fraction=self.validation_fraction,
-            min_training_queries=self.min_training_queries, min_validation_queries=self.min_validation_queries,
-            regularization=self.regularization, margin_scale=self.margin_scale, passes_per_step=self.passes_per_step,
-            ndcg_k=self.ndcg_k, bootstrap_samples=self.bootstrap_samples, min_ndcg_gain=self.min_ndcg_gain,
-            max_pairs_per_request=self.max_pairs_per_request)
+        return LearningConfig(**{field: getattr(self, field) for field in LearningConfig.model_fields})
 
     def holdout_config(self, **overrides: Any) -> FullRetrievalEvaluationConfig:
-        values = dict(seed=self.seed, k=self.holdout_k, min_query_groups=self.holdout_min_query_groups,
-                      bootstrap_samples=self.bootstrap_samples, min_ndcg_gain=self.holdout_min_ndcg_gain,
-                      max_regression_fraction=self.holdout_max_regression_fraction)
+        values = {field: getattr(self, name) for field, name in HOLDOUT_FIELDS.items()}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return FullRetrievalEvaluationConfig(**values)
 

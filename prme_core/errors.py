@@ -55,8 +55,8 @@ class AmbiguousRecord(IntegrityError):
 
 
 class ReplayMismatch(IntegrityError, ValueError):
-    """A receipt's score provenance does not reproduce its recorded scores or order; the receipt
-    was altered or written by other code: do not fit or audit with it, restore it from a backup."""
+    """A receipt's score provenance does not reproduce its recorded scores or order; do not fit or
+    audit with it: check it against its stored checksum and restore it from a backup if they differ."""
 
 
 class BaselineReplayMismatch(IntegrityError, ValueError):
@@ -70,8 +70,8 @@ class InvalidEvidence(PrmeError, ValueError):
 
 
 class MissingEvidence(PrmeError, LookupError):
-    """A relevance record references a receipt (or a snapshot a record) that cannot be found for
-    the owner; nothing was fitted: restore the receipt or cut a new snapshot."""
+    """A receipt a relevance record references, or a record a snapshot manifest names, cannot be
+    found for the owner; nothing was fitted: restore it from a backup, or cut a new snapshot."""
 
 
 class SnapshotTooLarge(PrmeError, ValueError):

@@ -9,7 +9,7 @@ the features in this order, then the two ordering values (``path_score``, ``base
 
 This module imports nothing from ``prme_core`` so that storage, receipts, retrieval and learning
 may all import it. ``RECEIPT_LAYOUTS`` records which layout each receipt schema version uses;
-``receipts.model`` binds the current one to ``CURRENT_SCHEMA_VERSION``.
+``receipts.versions`` binds the current one to ``CURRENT_SCHEMA_VERSION``.
 """
 
 from __future__ import annotations

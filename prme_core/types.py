@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, StringConstraints, ValidationInfo
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo
 
 from prme_core.canonical import SHA256_HEX_PATTERN, canonical_json, sha256_hex
 
@@ -111,6 +111,9 @@ NulFree = AfterValidator(_reject_nul)
 
 Sha256Hex = Annotated[str, StringConstraints(pattern=f"^{SHA256_HEX_PATTERN}$")]
 """A lowercase hexadecimal SHA-256 digest."""
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A number in [0, 1]: a weight, a share or a metric value."""
 
 NonBlank = AfterValidator(_reject_blank)
 """Marks text that must hold more than whitespace (the message names the field)."""

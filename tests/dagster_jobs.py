@@ -10,8 +10,10 @@ import dagster as dg
 from prme_assets.definitions import FORKSERVER_START, build_definitions
 from prme_assets.evidence_io import EvidenceIOManager
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG
 
-SMALL_LAB_POLICY = dict(min_training_queries=10, min_validation_queries=8, holdout_min_query_groups=10)
+SMALL_LAB_POLICY = {**LEARNING_CONFIG, "holdout_min_query_groups": HOLDOUT_CONFIG["min_query_groups"]}
+"""The learning lab's small thresholds (``tests.learning_lab``), as the Dagster learning policy."""
 
 
 def lab_resources(store_url: str) -> dict:

@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 import prme_assets.holdout as holdout_asset
-from prme_assets.activation import GATE_CHECKS, activate_profile_job, activation_request
+from prme_assets.activation import activate_profile_job, activation_request
 from prme_assets.check_records import latest_checks
-from prme_assets.checks import GATES
+from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS, build_definitions
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
@@ -19,7 +19,7 @@ from prme_assets.schedules import nightly_learning_schedule
 from prme_core import MemoryClient
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
 from tests.dagster_jobs import lab_resources, multiprocess_learning_job
-from tests.learning_lab import NOW, TOPICS, build_lab, feedback_question
+from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, TOPICS, build_lab, feedback_question
 
 OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
@@ -178,9 +178,8 @@ def test_the_sensor_refuses_a_profile_whose_baseline_went_stale_after_its_gates(
     _lab(lab_url)
     assert _materialize(lab_url, instance).success
     with MemoryClient(lab_url) as client:
-        proposal = client.evaluate_learning(OWNER, scopes=list(SCOPES), config={"min_training_queries": 10,
-                                                                                "min_validation_queries": 8})
-        holdout = client.evaluate_holdout(proposal, config={"min_query_groups": 10})
+        proposal = client.evaluate_learning(OWNER, scopes=list(SCOPES), config=LEARNING_CONFIG)
+        holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
         other = client.create_ranking_profile(proposal, holdout, owner=OWNER)
         client.activate_ranking_profile(other.profile_id, owner=OWNER)
     reason = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])

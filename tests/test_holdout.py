@@ -21,11 +21,11 @@ from prme_core.learning.holdout import (
     memory_artifact_digest,
     register_holdout_queries,
     retire_holdout_queries,
-    run_holdout,
 )
 from prme_core.learning.split import query_digest
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import UNITY
+from prme_core.retrieval.pipeline import RetrievalPipeline
 
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 SCOPES = ["agent", "organization", "personal", "project"]
@@ -209,7 +209,7 @@ def registered(client, relevant):
 
 
 def test_run_holdout_produces_paired_persisted_receipts_that_evaluate_end_to_end(client, registered):
-    run = run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE)
+    run = client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE)
     assert run.query_count == 20 and run.holdout_ids == tuple(sorted(q.holdout_id for q in registered))
     assert run.memory_artifact_sha256 == memory_artifact_digest(client.store, "alice")
     stored = get_receipts(client.store, "alice", list(run.receipts))
@@ -222,7 +222,7 @@ def test_run_holdout_produces_paired_persisted_receipts_that_evaluate_end_to_end
 
 
 def test_a_reloaded_run_evaluates_with_receipts_read_from_the_store(client, registered):
-    run = run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE, limit_override=5)
+    run = client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE, limit_override=5)
     reloaded = type(run).model_validate_json(run.model_dump_json())
     assert "receipts" not in run.model_dump() and reloaded.receipts == {}
     receipts = get_receipts(client.store, "alice", list(run.receipts))
@@ -231,30 +231,30 @@ def test_a_reloaded_run_evaluates_with_receipts_read_from_the_store(client, regi
 
 
 def test_a_memory_write_during_run_holdout_raises(client, registered, monkeypatch):
-    original, calls = MemoryClient.retrieve, []
+    original, calls = RetrievalPipeline.retrieve, []
 
     def retrieve_and_write_once(self, *args, **kwargs):
         calls.append(1)
         if len(calls) == 7:
-            self.store_memory("alice", "Alice: written while the holdout ran")
+            client.store_memory("alice", "Alice: written while the holdout ran")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write_once)
+    monkeypatch.setattr(RetrievalPipeline, "retrieve", retrieve_and_write_once)
     with pytest.raises(MemoryChangedDuringHoldout, match="pause writes"):
-        run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE)
+        client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE)
 
 
 def test_holdout_queries_among_the_proposals_queries_are_rejected(client, registered):
     excluded = {registered[0].query_digest, registered[5].query_digest, "cd" * 32}
     with pytest.raises(HoldoutIntegrityError, match="2 of 20 active holdout queries.*retire them"):
-        run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE, excluded_query_digests=excluded)
+        client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE, excluded_query_digests=excluded)
 
 
 def test_run_holdout_without_registered_queries_asks_to_register_them(client, relevant):
     with pytest.raises(HoldoutQueryNotFound, match="register_holdout_queries"):
-        run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE)
+        client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE)
 
 
 def test_run_holdout_rejects_malformed_excluded_digests(client, registered):
     with pytest.raises(InvalidInput, match="excluded_query_digests"):
-        run_holdout(client, "alice", SCOPES, candidate_multipliers=CANDIDATE, excluded_query_digests=["not-a-digest"])
+        client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE, excluded_query_digests=["not-a-digest"])

@@ -20,10 +20,10 @@ from pydantic import ValidationError
 
 from prme_core import MemoryClient
 from prme_core.canonical import EMPTY_SHA256, canonical_json
-from prme_core.errors import ReplayUnavailable
+from prme_core.errors import IdempotencyConflict, ReplayUnavailable
 from prme_core.receipts.model import TRACE_FIELDS, RankFusion, ReceiptCandidate, RetrievalReceipt, ScoreAdjustment
 from prme_core.receipts.projection import projection_digest
-from prme_core.receipts.store import get_receipt, persist_receipt, receipt_bytes
+from prme_core.receipts.store import get_receipt, persist_receipt, receipt_bytes, write_receipts
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import sort_key
 from prme_core.retrieval.reranker import TokenOverlapReranker
@@ -588,6 +588,28 @@ def test_get_receipt_for_another_owner_returns_none(open_store_at):
     persist_receipt(store, receipt)
     assert get_receipt(store, "bob", receipt.request_id) is None
     assert get_receipt(store, mf.OWNER, UUID(int=12345)) is None
+
+
+def test_receipts_written_in_bulk_read_back_with_their_pinned_checksums_and_projections(open_store_at):
+    store = open_store_at()
+    receipts = [golden_receipt(v) for v in VERSIONS]
+    with store.transaction() as tx:
+        checksums = write_receipts(tx, receipts)
+    assert checksums == [PINNED[mf.fixture_name(v)] for v in VERSIONS]
+    for receipt, checksum in zip(receipts, checksums):
+        assert get_receipt(store, mf.OWNER, receipt.request_id) == (receipt, checksum)
+    with store.transaction(read_only=True) as tx:
+        rows = list(tx.receipt_projection_rows(mf.OWNER, [str(r.request_id) for r in receipts]))
+    assert {(row[0], row[1]) for row in rows} == {(str(r.request_id), c) for r, c in zip(receipts, checksums)}
+
+
+def test_a_bulk_write_with_a_stored_request_id_fails_and_keeps_nothing(open_store_at):
+    store = open_store_at()
+    persist_receipt(store, golden_receipt(9))
+    with pytest.raises(IdempotencyConflict, match="already has a stored receipt"):
+        with store.transaction() as tx:
+            write_receipts(tx, [golden_receipt(8), golden_receipt(9)])
+    assert get_receipt(store, mf.OWNER, golden_receipt(8).request_id) is None
 
 
 def test_real_retrieval_receipt_reads_back_equal_with_the_reported_checksum():

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from prme_assets.activation import GATE_CHECKS, activation_request
+from prme_assets.activation import activation_request
 from prme_assets.check_records import latest_checks
+from prme_assets.checks import GATE_CHECKS
 from prme_assets.definitions import build_definitions
 from prme_assets.demo.definitions import build_demo_definitions
 from prme_assets.discovery import learning_target_discovery_sensor

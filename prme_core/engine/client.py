@@ -244,7 +244,10 @@ class MemoryClient:
                     baseline_multipliers: Any = None, excluded_query_digests: Any = frozenset(),
                     limit_override: int | None = None) -> HoldoutRun:
         """Paired baseline/candidate retrievals of every active holdout query over frozen memory."""
-        return holdout.run_holdout(self, owner, scopes, candidate_multipliers=candidate_multipliers,
+        owner = check_owner(owner)
+        return holdout.run_holdout(self.store, owner, self.memory.check_scopes(scopes),
+                                   request_for=self._retrieval_request, retrieve=self.pipeline.retrieve,
+                                   candidate_multipliers=candidate_multipliers,
                                    baseline_multipliers=baseline_multipliers,
                                    excluded_query_digests=excluded_query_digests, limit_override=limit_override)
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 BOOTSTRAP_ALGORITHM = "numpy-pcg64-percentile-v1"
+LOWER_QUANTILE, UPPER_QUANTILE = 0.025, 0.975
+CONFIDENCE = UPPER_QUANTILE - LOWER_QUANTILE
+"""The interval's coverage (95%), as reports and gate messages state it."""
 
 
 def bootstrap_interval(differences: np.ndarray, *, samples: int, seed: int) -> tuple[float, float]:
@@ -20,4 +23,4 @@ def bootstrap_interval(differences: np.ndarray, *, samples: int, seed: int) -> t
     rng = np.random.Generator(np.random.PCG64(seed))
     idx = rng.integers(0, d.size, size=(samples, d.size))
     means = np.sort(d[idx].mean(axis=1))
-    return float(means[int(0.025 * samples)]), float(means[min(samples - 1, int(0.975 * samples))])
+    return float(means[int(LOWER_QUANTILE * samples)]), float(means[min(samples - 1, int(UPPER_QUANTILE * samples))])

@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
 from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
+from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
 from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from prme_core.memory.models import ScopeSet
@@ -30,7 +31,7 @@ from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.text import normalize_query
-from prme_core.types import FrozenModel, Label, Normalized, Owner, Sha256Hex, Unique
+from prme_core.types import FrozenModel, Label, Normalized, Owner, Sha256Hex, Unique, Unit
 from prme_core.validation import check_owner, check_scope_set, check_sha256, parse_model
 
 ALGORITHM = "paired_full_retrieval_v1"
@@ -58,7 +59,6 @@ LIMITATIONS: tuple[str, ...] = (
 
 RelevantNodeIds = Annotated[tuple[UUID, ...], Field(min_length=1, max_length=MAX_RELEVANT), Unique, Normalized]
 """The COMPLETE set of a query's relevant nodes: 1..MAX_RELEVANT ids without repeats, stored sorted."""
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Gain = Annotated[float, Field(ge=-1.0, le=1.0)]
 
 
@@ -80,10 +80,10 @@ class FullRetrievalTrial(FrozenModel):
 class FullRetrievalEvaluationConfig(FrozenModel):
     """Metric cut-off, coverage minimum, bootstrap and acceptance thresholds (saved in every report)."""
 
-    seed: int = Field(default=42, ge=0, le=2**63 - 1)
+    seed: int = Field(default=DEFAULT_SEED, ge=0, le=2**63 - 1)
     k: int = Field(default=10, ge=1, le=1000)
     min_query_groups: int = Field(default=20, ge=2, le=100_000)
-    bootstrap_samples: int = Field(default=2000, ge=100, le=10_000)
+    bootstrap_samples: int = Field(default=DEFAULT_BOOTSTRAP_SAMPLES, ge=100, le=10_000)
     min_ndcg_gain: float = Field(default=0.01, ge=0.0, le=1.0)
     max_regression_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
 

@@ -7,15 +7,17 @@ record and registering it with different content is an ``IdempotencyConflict``.
 
 ``run_holdout`` executes every active query twice with identical requests (baseline and
 candidate multipliers), between two digests of the owner's complete memory state; if the
-digests differ the run is refused, because the pairs no longer share one memory artifact.
+digests differ the run is refused, because the pairs no longer share one memory artifact. It
+receives the engine's request validation and retrieval as two functions (``MemoryClient`` passes
+its own), so this module knows nothing of the engine above it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import Field, PrivateAttr, StrictInt, model_validator
@@ -44,7 +46,7 @@ from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText
+from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText, RetrievalRequest, RetrievalResponse
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
@@ -52,19 +54,18 @@ from prme_core.storage.session import StoreSession
 from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, UtcDatetime, WindowEnd, utc_now
 from prme_core.validation import check_limit, check_owner, check_scope_set, parse_model
 
-if TYPE_CHECKING:
-    from prme_core.engine.client import MemoryClient
-
 OP_HOLDOUT = "holdout_query"
 OP_RETIRED = "holdout_retired"
 MAX_QUERIES_PER_CALL = 10_000
 PAGE_SIZE = 1000
 MEMORY_ARTIFACT_FORM = "prme-memory-artifact-v1"
 _DIGEST_PAGE = 5000
-_NODE_DIGEST_COLUMNS = ("id", "version", "scope", "node_type", "content_hash", "session_id", "event_us",
-                        "created_us", "updated_us", "valid_from_us", "valid_to_us", "salience", "confidence",
-                        "epistemic_type", "lifecycle", "metadata", "superseded_by")
-_EDGE_DIGEST_COLUMNS = ("id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
+
+RequestFor = Callable[..., RetrievalRequest]
+"""Validates ``retrieve()`` arguments into a request without running it
+(``MemoryClient._retrieval_request``: the engine's default scopes, scoring and packing)."""
+Retrieve = Callable[[RetrievalRequest], RetrievalResponse]
+"""Runs a validated request and persists its receipt (``RetrievalPipeline.retrieve``)."""
 
 
 class HoldoutQuerySpec(FrozenModel):
@@ -275,27 +276,23 @@ def _parse_query(op: StoredOperation, owner: str, key: str) -> HoldoutQuery:
 def memory_artifact_digest(store: Store, owner: str) -> str:
     """SHA-256 of the owner's complete memory state: every node version and every edge.
 
-    Rows are read in (id, version) and id order and hashed as canonical JSON lines, so any write
-    to the owner's memory changes the digest and nothing else (other owners, receipts) does.
+    Rows (``storage.session.ARTIFACT_NODE_COLUMNS`` and ``ARTIFACT_EDGE_COLUMNS``) are read in
+    (id, version) and id order and hashed as canonical JSON lines, so any write to the owner's
+    memory changes the digest and nothing else (other owners, receipts) does.
     """
     owner = check_owner(owner)
     digest = hashlib.sha256(canonical_json([MEMORY_ARTIFACT_FORM, owner]) + b"\n")
     with store.transaction() as tx:
-        nodes = f"SELECT {', '.join(_NODE_DIGEST_COLUMNS)} FROM memory_node_versions WHERE owner = ?"
-        after: tuple[Any, ...] = ()
+        after: tuple[str, int] | None = None
         while True:
-            where = " AND (id > ? OR (id = ? AND version > ?))" if after else ""
-            params = [owner, after[0], after[0], after[1]] if after else [owner]
-            rows = tx.conn.fetchall(f"{nodes}{where} ORDER BY id, version LIMIT ?", [*params, _DIGEST_PAGE])
+            rows = tx.node_version_rows(owner, after=after, limit=_DIGEST_PAGE)
             _hash_rows(digest, "node", rows)
             if len(rows) < _DIGEST_PAGE:
                 break
             after = (rows[-1][0], rows[-1][1])
-        edges = f"SELECT {', '.join(_EDGE_DIGEST_COLUMNS)} FROM memory_edges WHERE owner = ?"
         last: str | None = None
         while True:
-            rows = tx.conn.fetchall(f"{edges}{'' if last is None else ' AND id > ?'} ORDER BY id LIMIT ?",
-                                    [owner, *([] if last is None else [last]), _DIGEST_PAGE])
+            rows = tx.edge_rows(owner, after=last, limit=_DIGEST_PAGE)
             _hash_rows(digest, "edge", rows)
             if len(rows) < _DIGEST_PAGE:
                 break
@@ -321,24 +318,25 @@ def _digest_set(digests: Any) -> frozenset[str]:
     return frozenset(values)
 
 
-def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
+def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for: RequestFor, retrieve: Retrieve,
                 candidate_multipliers: RankingMultipliers | Mapping[str, float],
                 baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
                 excluded_query_digests: Iterable[str] = frozenset(), limit_override: int | None = None) -> HoldoutRun:
     """Run every active holdout query once per arm over one unchanged memory artifact.
 
-    ``excluded_query_digests`` are the proposal's training and
+    Every request of both arms is built with ``request_for`` (which validates it) before
+    ``retrieve`` runs the first. ``excluded_query_digests`` are the proposal's training and
     validation query digests (``split.query_digest``); a holdout query among them is refused.
     """
     owner = check_owner(owner)
-    scope_set = client.memory.check_scopes(scopes)
+    scope_set = check_scope_set(scopes)
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = UNITY if baseline_multipliers is None else parse_model(
         RankingMultipliers, baseline_multipliers, "baseline_multipliers")
     excluded = _digest_set(excluded_query_digests)
     if limit_override is not None:
         check_limit(limit_override, field="limit_override", maximum=MAX_RESULT_LIMIT)
-    queries = list_holdout_queries(client.store, owner, scope_set)
+    queries = list_holdout_queries(store, owner, scope_set)
     key = make_scope_key(scope_set)
     if not queries:
         raise HoldoutQueryNotFound(f"owner {owner!r} has no active holdout queries for scopes {key!r}; register "
@@ -350,24 +348,25 @@ def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
             "training or validation queries (excluded_query_digests); retire them with retire_holdout_queries() "
             "or register other holdout queries, so the holdout stays independent of the proposal")
 
-    requests = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
-                     limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
-                     event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
-    for q, request in zip(queries, requests):  # every request of both arms is valid before the first runs
-        for multipliers in (baseline, candidate):
-            try:
-                client._retrieval_request(q.query, ranking_multipliers=multipliers, **request)
-            except InvalidInput as exc:
-                raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
-                                   "retire_holdout_queries() and register a valid one") from None
+    arguments = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
+                      limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
+                      event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
+    requests: list[tuple[RetrievalRequest, RetrievalRequest]] = []
+    for q, kwargs in zip(queries, arguments):  # every request of both arms is valid before the first runs
+        try:
+            requests.append((request_for(q.query, ranking_multipliers=baseline, **kwargs),
+                             request_for(q.query, ranking_multipliers=candidate, **kwargs)))
+        except InvalidInput as exc:
+            raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
+                               "retire_holdout_queries() and register a valid one") from None
 
-    before = memory_artifact_digest(client.store, owner)
+    before = memory_artifact_digest(store, owner)
     trials: list[FullRetrievalTrial] = []
     receipts: dict[UUID, tuple[RetrievalReceipt, str]] = {}
-    for q, request in zip(queries, requests):
+    for q, pair in zip(queries, requests):
         ids = []
-        for arm, multipliers in (("baseline", baseline), ("candidate", candidate)):
-            response = client.retrieve(q.query, ranking_multipliers=multipliers, **request)
+        for arm, request in zip(("baseline", "candidate"), pair):
+            response = retrieve(request)
             meta = response.metadata
             if not meta.receipt_persisted or meta.receipt_checksum is None:
                 raise HoldoutIntegrityError(
@@ -377,7 +376,7 @@ def run_holdout(client: "MemoryClient", owner: str, scopes: Sequence[str], *,
             ids.append(meta.request_id)
         trials.append(FullRetrievalTrial(group_id=q.group_id, baseline_request_id=ids[0], candidate_request_id=ids[1],
                                          relevant_node_ids=q.relevant_node_ids))
-    after = memory_artifact_digest(client.store, owner)
+    after = memory_artifact_digest(store, owner)
     if after != before:
         raise MemoryChangedDuringHoldout(
             f"owner {owner!r}'s memory changed while the holdout ran (digest {before[:12]}… → {after[:12]}…); "

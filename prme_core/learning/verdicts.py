@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from prme_core.learning.bootstrap import CONFIDENCE
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 from prme_core.profiles.model import RankingProfile
@@ -56,7 +57,7 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
              "min_ndcg_gain": proposal.config.min_ndcg_gain, "input_checksum": proposal.input_checksum,
              **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()}}
     if proposal.decision == "improved_on_observed_candidates":
-        return Verdict(True, f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, 95% interval "
+        return Verdict(True, f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
                              f"[{interval[0]:+.4f}, {interval[1]:+.4f}]", facts)  # type: ignore[index]
     return Verdict(False, f"offline gate: {proposal.decision}", facts)
 

@@ -33,26 +33,26 @@ hash and store on every retrieval.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
 
 from prme_core.canonical import EMPTY_SHA256, assert_finite
-from prme_core.features import TRACE_FEATURES, layout_for
+from prme_core.features import TRACE_FEATURES
+from prme_core.receipts.projection import projection_digest
+from prme_core.receipts.replay import ReplayResult, check_replay, replay
+from prme_core.receipts.versions import (
+    CURRENT_SCHEMA_VERSION,
+    EXECUTION_SINCE,
+    MIN_SCHEMA_VERSION,
+    PROVENANCE_SINCE,
+    RANK_FUSION_SINCE,
+    TRACE_FIELDS,
+)
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import SortPolicy
 from prme_core.types import FrozenModel, Owner, Sha256Hex, SortedUnique, UtcDatetime
-
-CURRENT_SCHEMA_VERSION = 9
-MIN_SCHEMA_VERSION = 1
-PROVENANCE_SINCE = 2  # score provenance, weight sets and the ranking policy
-EXECUTION_SINCE = 3  # the execution descriptor
-RANK_FUSION_SINCE = 9  # our receipts record formula-2 provenance from version 9 on
-
-FEATURE_LAYOUT = layout_for(CURRENT_SCHEMA_VERSION)  # prme_core.features
-TRACE_FIELDS: tuple[str, ...] = FEATURE_LAYOUT.trace_fields
 
 # Packing fields by the version that introduced them, with the meaning older versions have.
 _PACKING_HISTORY: tuple[tuple[str, int, Any], ...] = (
@@ -280,8 +280,6 @@ class RetrievalReceipt(FrozenModel):
             raise ValueError("context positions must be 0..n-1 over the included candidates")
         if not positions and self.context_sha256 != EMPTY_SHA256:
             raise ValueError("an empty context hashes to the SHA-256 of the empty string")
-        from prme_core.receipts.projection import projection_digest
-
         if not draft and projection_digest(self) != self.projection_sha256:
             raise ValueError("projection_sha256 does not match the receipt's candidates")
         return self
@@ -304,8 +302,6 @@ class RetrievalReceipt(FrozenModel):
             for op in p.adjustments:
                 if v < _ADJUSTMENT_SINCE[op.kind]:
                     raise ValueError(f"a version {v} receipt cannot contain a {op.kind} adjustment")
-        from prme_core.receipts.replay import check_replay
-
         check_replay(self)
 
     def __eq__(self, other: object) -> bool:
@@ -318,8 +314,6 @@ class RetrievalReceipt(FrozenModel):
     def build(cls, **fields: Any) -> "RetrievalReceipt":
         """Validate a new receipt and fill in its ``projection_sha256`` (computed from the
         validated candidates, so every other invariant is checked exactly once)."""
-        from prme_core.receipts.projection import projection_digest
-
         draft = cls.model_validate({**fields, "projection_sha256": "0" * 64}, context={"prme_draft": True})
         digest = projection_digest(draft)
         receipt = draft.model_copy(update={"projection_sha256": digest})
@@ -347,28 +341,16 @@ class RetrievalReceipt(FrozenModel):
 
     # --- replay -------------------------------------------------------------------------
 
-    def replay_ranking(self) -> "ReplayResult":
+    def replay_ranking(self) -> ReplayResult:
         """Recompute scores and order from the receipt alone (no model, graph or clock)."""
-        from prme_core.receipts.replay import replay
-
         return replay(self)
 
     def validate(self) -> None:  # type: ignore[override]
         """Raise ``ReplayMismatch`` unless replay reproduces every score and the order."""
-        from prme_core.receipts.replay import check_replay
-
         check_replay(self)
 
     def candidate(self, node_id: UUID) -> ReceiptCandidate | None:
         return next((c for c in self.candidates if c.node_id == node_id), None)
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    """Replayed scores and candidate order (a plain value, cheap to build in bulk)."""
-
-    scores: tuple[float, ...]
-    order: tuple[UUID, ...]
 
 
 def _candidate_dict(c: ReceiptCandidate) -> dict[str, Any]:

@@ -13,16 +13,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+from uuid import UUID
 
 import numpy as np
 
 from prme_core.canonical import canonical_json
-from prme_core.receipts.model import FEATURE_LAYOUT
+from prme_core.receipts.versions import FEATURE_LAYOUT
 from prme_core.types import sorted_unique
-
-if TYPE_CHECKING:
-    from prme_core.receipts.model import RetrievalReceipt
 
 FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order
 WEIGHT_COLUMNS = FEATURE_LAYOUT.weight_columns  # w_<additive weight>, then w_<scalar>
@@ -32,12 +30,28 @@ TEXT_COLUMNS = ("node_id", "base_node_id", "adjustments")
 CANDIDATE_COLUMNS = (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)
 
 
+class Projectable(Protocol):
+    """What the projection reads from a receipt. ``receipts.model.RetrievalReceipt`` has it; the
+    model imports this module to check its own digest, so this module does not import the model."""
+
+    schema_version: int
+    request_id: UUID
+    owner: str
+    query: str
+    scopes: Sequence[str]
+    ranking_policy: str | None
+    scoring: Any  # ``ScoringWeights``: its ``fusion``
+    weight_sets: Sequence[Any]  # the applied ``ScoringWeights``
+    candidates: Sequence[Any]  # ``ReceiptCandidate``s
+    _columns: dict[str, list[Any]] | None  # the model's cache of ``candidate_columns``
+
+
 def scope_key(scopes: Sequence[str]) -> str:
     """The exact normalized scope set as one string: sorted, unique, joined by '+'."""
     return "+".join(sorted_unique(scopes))
 
 
-def receipt_header(receipt: "RetrievalReceipt") -> dict[str, Any]:
+def receipt_header(receipt: Projectable) -> dict[str, Any]:
     return {
         "schema_version": receipt.schema_version, "request_id": str(receipt.request_id), "owner": receipt.owner,
         "scope_key": scope_key(receipt.scopes), "query": receipt.query,
@@ -46,7 +60,7 @@ def receipt_header(receipt: "RetrievalReceipt") -> dict[str, Any]:
     }
 
 
-def candidate_columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
+def candidate_columns(receipt: Projectable) -> dict[str, list[Any]]:
     """Column lists of the projection, one entry per candidate in recorded order (computed once
     per receipt object: receipts are immutable)."""
     cached = receipt._columns
@@ -55,7 +69,7 @@ def candidate_columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
     return cached
 
 
-def _columns(receipt: "RetrievalReceipt") -> dict[str, list[Any]]:
+def _columns(receipt: Projectable) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
     nan = float("nan")
     weight_rows = [(*w.vector(), *(getattr(w, name) for name in FEATURE_LAYOUT.scalars)) for w in receipt.weight_sets]
@@ -140,9 +154,9 @@ def pack_columns(header: Mapping[str, Any], columns: Mapping[str, Sequence[Any]]
                             "\x1f".join(columns["base_node_id"]), "\x1f".join(columns["adjustments"]))
 
 
-def packed_projection(receipt: "RetrievalReceipt") -> PackedProjection:
+def packed_projection(receipt: Projectable) -> PackedProjection:
     return pack_columns(receipt_header(receipt), candidate_columns(receipt))
 
 
-def projection_digest(receipt: "RetrievalReceipt") -> str:
+def projection_digest(receipt: Projectable) -> str:
     return packed_projection(receipt).digest()

@@ -8,25 +8,48 @@ unseen candidates cannot be recovered from a receipt.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+from uuid import UUID
 
 import numpy as np
 
 from prme_core.errors import ReplayMismatch, ReplayUnavailable
 from prme_core.features import SCALAR_NAMES, TRACE_FEATURES
-from prme_core.receipts.model import PROVENANCE_SINCE
-from prme_core.retrieval.formula import apply_adjustments, rank_fused_scores, sort_key, weighted_base_scores
-
-if TYPE_CHECKING:
-    from prme_core.receipts.model import ReplayResult, RetrievalReceipt
-
+from prme_core.receipts.versions import PROVENANCE_SINCE
+from prme_core.retrieval.formula import (
+    SortPolicy,
+    apply_adjustments,
+    rank_fused_scores,
+    sort_key,
+    weighted_base_scores,
+)
 
 _FEATURES = attrgetter(*TRACE_FEATURES)
 _SCALARS = attrgetter(*SCALAR_NAMES)
 
 
-def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
+class Replayable(Protocol):
+    """What replay reads from a receipt. ``receipts.model.RetrievalReceipt`` has it; the model
+    imports this module to validate itself by replay, so this module does not import the model."""
+
+    schema_version: int
+    weight_sets: Sequence[Any]  # the applied ``ScoringWeights`` the candidates name by index
+    ranking_policy: SortPolicy | None
+    candidates: Sequence[Any]  # ``ReceiptCandidate``s: score, node id, reranker score, provenance
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """Replayed scores and candidate order (a plain value, cheap to build in bulk)."""
+
+    scores: tuple[float, ...]
+    order: tuple[UUID, ...]
+
+
+def base_scores(receipt: Replayable) -> np.ndarray:
     """Replayed base scores (before recorded operations), one per candidate."""
     provs = [c.provenance for c in receipt.candidates]
     n = len(provs)
@@ -57,7 +80,7 @@ def base_scores(receipt: "RetrievalReceipt") -> np.ndarray:
     return out
 
 
-def _require_provenance(receipt: "RetrievalReceipt") -> None:
+def _require_provenance(receipt: Replayable) -> None:
     if receipt.schema_version < PROVENANCE_SINCE:
         raise ReplayUnavailable(
             "version 1 receipts lack replayable score provenance; they remain usable for feedback, "
@@ -65,18 +88,18 @@ def _require_provenance(receipt: "RetrievalReceipt") -> None:
         )
 
 
-def final_scores(receipt: "RetrievalReceipt", base: np.ndarray) -> list[float]:
+def final_scores(receipt: Replayable, base: np.ndarray) -> list[float]:
     """Base scores with each candidate's recorded operations applied in order."""
     return [apply_adjustments(b, c.provenance.adjustments) if c.provenance.adjustments else b  # type: ignore[union-attr]
             for b, c in zip(base.tolist(), receipt.candidates)]
 
 
-def replay_scores(receipt: "RetrievalReceipt") -> list[float]:
+def replay_scores(receipt: Replayable) -> list[float]:
     _require_provenance(receipt)
     return final_scores(receipt, base_scores(receipt))
 
 
-def replay_order(receipt: "RetrievalReceipt", scores: list[float]) -> list[int]:
+def replay_order(receipt: Replayable, scores: list[float]) -> list[int]:
     """Candidate indices in the order the recorded sort policy gives for ``scores``."""
     policy = receipt.ranking_policy or "score_path_id"
     keys = [
@@ -86,15 +109,13 @@ def replay_order(receipt: "RetrievalReceipt", scores: list[float]) -> list[int]:
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def replay(receipt: "RetrievalReceipt") -> "ReplayResult":
-    from prme_core.receipts.model import ReplayResult
-
+def replay(receipt: Replayable) -> ReplayResult:
     scores = replay_scores(receipt)
     order = replay_order(receipt, scores)
     return ReplayResult(scores=tuple(scores[i] for i in order), order=tuple(receipt.candidates[i].node_id for i in order))
 
 
-def check_replay(receipt: "RetrievalReceipt") -> None:
+def check_replay(receipt: Replayable) -> None:
     """Raise ``ReplayMismatch`` unless base scores, final scores and order all reproduce exactly."""
     _require_provenance(receipt)
     base = base_scores(receipt)

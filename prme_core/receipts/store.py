@@ -1,8 +1,9 @@
 """Persisting and reading receipts: one append-only operation plus its projection, atomically.
 
 The operation's payload is the receipt's canonical bytes and its checksum is the receipt
-checksum that feedback records bind to. In the same transaction the receipt's index row and
-candidate projection rows are written for fast, digest-verified learning reads.
+checksum that feedback records bind to. In the same transaction the receipt's candidate
+projection row is written for fast, digest-verified learning reads. ``write_receipts`` does the
+same for many receipts with one multi-row statement per table (bulk loads, benchmarks).
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import packed_projection, scope_key
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
-from prme_core.storage.session import StoreSession
+from prme_core.storage.session import PROJECTION_HEADER_COLUMNS, StoreSession
 
 OP_RECEIPT = "retrieval_receipt"
-HEADER_COLUMNS = ("schema_version", "scope_key", "query", "ranking_policy", "fusion", "candidate_count")
-PROJECTION_COLUMNS = ("owner", "request_id", "receipt_checksum", *HEADER_COLUMNS, "int_columns", "float_columns",
-                      "node_ids", "base_node_ids", "adjustments")
 
 
 def receipt_operation_id(owner: str, request_id: UUID) -> str:
@@ -34,26 +32,47 @@ def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
     return receipt.canonical_bytes()
 
 
+def _draft(receipt: RetrievalReceipt, payload: bytes | None = None) -> OperationDraft:
+    return OperationDraft(id=receipt_operation_id(receipt.owner, receipt.request_id), owner=receipt.owner,
+                          op_type=OP_RECEIPT, payload=payload if payload is not None else receipt_bytes(receipt),
+                          scope_key=scope_key(receipt.scopes), target_id=str(receipt.request_id))
+
+
+def _projection_row(receipt: RetrievalReceipt, checksum: str) -> tuple:
+    """The receipt's ``receipt_projections`` row (``storage.session.PROJECTION_COLUMNS`` order)."""
+    packed = packed_projection(receipt)
+    return (receipt.owner, str(receipt.request_id), checksum, *(packed.header[c] for c in PROJECTION_HEADER_COLUMNS),
+            packed.int_columns, packed.float_columns, packed.node_ids, packed.base_node_ids, packed.adjustments)
+
+
 def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | None = None) -> StoredOperation:
     """Append the receipt and its candidate projection inside an open transaction.
 
     Request ids are fresh server UUIDs, so the receipt is inserted without a conflict clause
     (which costs DuckDB more than the insert); a reused id fails the transaction instead.
     """
-    payload = payload if payload is not None else receipt_bytes(receipt)
-    draft = OperationDraft(id=receipt_operation_id(receipt.owner, receipt.request_id), owner=receipt.owner,
-                           op_type=OP_RECEIPT, payload=payload, scope_key=scope_key(receipt.scopes),
-                           target_id=str(receipt.request_id))
+    draft = _draft(receipt, payload)
     try:
         stored = tx.insert_new_operation(draft)
     except DuplicateKey:
         raise IdempotencyConflict(f"request id {receipt.request_id} already has a stored receipt") from None
-    packed = packed_projection(receipt)
-    tx.conn.bulk_insert("receipt_projections", PROJECTION_COLUMNS, [(
-        receipt.owner, str(receipt.request_id), stored.checksum, *(packed.header[c] for c in HEADER_COLUMNS),
-        packed.int_columns, packed.float_columns, packed.node_ids, packed.base_node_ids, packed.adjustments,
-    )])
+    tx.insert_receipt_projections([_projection_row(receipt, stored.checksum)])
     return stored
+
+
+def write_receipts(tx: StoreSession, receipts: Sequence[RetrievalReceipt]) -> list[str]:
+    """``write_receipt`` for many receipts inside an open transaction: bounded multi-row inserts,
+    one per table per chunk, instead of two statements per receipt. Returns their checksums in
+    order. A request id that is stored already, or repeated in ``receipts``, fails the
+    transaction (``IdempotencyConflict``)."""
+    drafts = [_draft(receipt) for receipt in receipts]
+    try:
+        tx.insert_new_operations(drafts)
+    except DuplicateKey:
+        raise IdempotencyConflict("a request id of these receipts already has a stored receipt (or repeats "
+                                  "within the batch); nothing of the batch is kept once the transaction ends") from None
+    tx.insert_receipt_projections([_projection_row(r, d.checksum) for r, d in zip(receipts, drafts)])
+    return [d.checksum for d in drafts]
 
 
 def persist_receipt(store: Store, receipt: RetrievalReceipt) -> StoredOperation:

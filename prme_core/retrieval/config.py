@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from prme_core.features import WEIGHT_NAMES
-from prme_core.types import FrozenModel
+from prme_core.types import FrozenModel, Unit
 
 WEIGHT_FIELDS: tuple[str, ...] = WEIGHT_NAMES  # one field per additive weight (prme_core.features)
 WEIGHT_SUM_TOLERANCE = 1e-6
@@ -16,8 +16,6 @@ WEIGHT_SUM_TOLERANCE = 1e-6
 DEFAULT_NODE_TYPE_BOOSTS: dict[str, float] = {
     "fact": 1.15, "preference": 1.15, "decision": 1.15, "instruction": 1.15, "summary": 1.10,
 }
-
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class ScoringWeights(FrozenModel):
@@ -35,7 +33,7 @@ class ScoringWeights(FrozenModel):
     salience: Unit = 0.10
     confidence: Unit = 0.15
     recency_lambda: Annotated[float, Field(gt=0.0, le=10.0)] = 0.02
-    temporal_boost: Annotated[float, Field(ge=0.0, le=1.0)] = 0.15
+    temporal_boost: Unit = 0.15
     relevance_floor: Unit = 0.35
     current_update_multiplier: Annotated[float, Field(ge=1.0, le=2.0)] = 1.30
     node_type_boosts: dict[str, Annotated[float, Field(gt=0.0, le=4.0)]] = Field(

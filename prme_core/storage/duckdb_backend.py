@@ -83,16 +83,6 @@ class _DuckConnection:
             select = ", ".join("unnest(?)" for _ in columns)
             self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}", lists)
 
-    def insert_arrow(self, table: str, data: pa.Table) -> None:
-        """Insert an Arrow table whose column names match ``table``'s columns."""
-        view = f"_prme_batch_{threading.get_ident()}"
-        self.raw.register(view, data)
-        try:
-            cols = ", ".join(data.column_names)
-            self.raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {view}")
-        finally:
-            self.raw.unregister(view)
-
     def sha256_sql(self, column: str) -> str | None:
         # DuckDB's sha256() runs at ~200 MB/s here; fetching the payload and hashing it with
         # hashlib (OpenSSL, SHA extensions) is several times faster, so hash client-side.

@@ -496,3 +496,48 @@ class StoreSession:
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""
         self.conn.lock_key(key)
+
+    # --- SQL for other packages: bulk receipts (receipts.store) and the rows the memory-artifact
+    # digest covers (learning.holdout). They own what the rows mean; the statements live here.
+
+    def insert_new_operations(self, drafts: Sequence[OperationDraft]) -> None:
+        """Append operations whose ids are all known to be new in bounded multi-row statements
+        (no conflict clause and no seq read back: the cheapest bulk append). A duplicate id
+        raises ``DuplicateKey`` and the transaction must end."""
+        admitted = to_epoch_us(utc_now())
+        self.conn.bulk_insert("operations", NEW_OPERATION_COLUMNS, [
+            (d.id, d.owner, d.op_type, d.scope_key, d.target_id, d.payload.decode("utf-8"), d.checksum, admitted)
+            for d in drafts])
+
+    def insert_receipt_projections(self, rows: Sequence[tuple]) -> None:
+        """Packed candidate projections of receipts: one row per receipt, in ``PROJECTION_COLUMNS``
+        order (``receipts.store`` builds them)."""
+        self.conn.bulk_insert("receipt_projections", PROJECTION_COLUMNS, rows)
+
+    def node_version_rows(self, owner: str, *, after: tuple[str, int] | None, limit: int) -> list[tuple]:
+        """Up to ``limit`` of the owner's node versions after (id, version) ``after``, in (id,
+        version) order, as ``ARTIFACT_NODE_COLUMNS`` tuples."""
+        nodes = f"SELECT {', '.join(ARTIFACT_NODE_COLUMNS)} FROM memory_node_versions WHERE owner = ?"
+        where = " AND (id > ? OR (id = ? AND version > ?))" if after else ""
+        params = [owner, after[0], after[0], after[1]] if after else [owner]
+        return self.conn.fetchall(f"{nodes}{where} ORDER BY id, version LIMIT ?", [*params, limit])
+
+    def edge_rows(self, owner: str, *, after: str | None, limit: int) -> list[tuple]:
+        """Up to ``limit`` of the owner's edges with id after ``after``, in id order, as
+        ``ARTIFACT_EDGE_COLUMNS`` tuples."""
+        edges = f"SELECT {', '.join(ARTIFACT_EDGE_COLUMNS)} FROM memory_edges WHERE owner = ?"
+        return self.conn.fetchall(f"{edges}{'' if after is None else ' AND id > ?'} ORDER BY id LIMIT ?",
+                                  [owner, *([] if after is None else [after]), limit])
+
+
+# Row layouts of the section above.
+NEW_OPERATION_COLUMNS = OPERATION_COLUMNS[1:]  # every column but seq, which the database assigns
+PROJECTION_HEADER_COLUMNS = ("schema_version", "scope_key", "query", "ranking_policy", "fusion", "candidate_count")
+PROJECTION_COLUMNS = ("owner", "request_id", "receipt_checksum", *PROJECTION_HEADER_COLUMNS, "int_columns",
+                      "float_columns", "node_ids", "base_node_ids", "adjustments")
+ARTIFACT_NODE_COLUMNS = ("id", "version", "scope", "node_type", "content_hash", "session_id", "event_us",
+                         "created_us", "updated_us", "valid_from_us", "valid_to_us", "salience", "confidence",
+                         "epistemic_type", "lifecycle", "metadata", "superseded_by")
+"""Every stored column of a node version but the owner (the digest names it once) and the content
+(its hash stands for it)."""
+ARTIFACT_EDGE_COLUMNS = ("id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
