@@ -60,7 +60,7 @@ def run_case(backend: str, nodes: int) -> dict:
 def measure(backend: str, nodes: int) -> dict:
     """One measurement in a fresh subprocess."""
     done = subprocess.run([sys.executable, "-m", "benchmarks.batch_memory", "--child", backend, str(nodes)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return {"backend": backend, "nodes": nodes, "error": (done.stderr.strip().splitlines() or ["killed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -2,8 +2,11 @@
 Dagster assets and gates, on real conversational data nobody on the project wrote.
 
 Run: ``python -m benchmarks.locomo_learning [--data PATH] [--store duckdb|postgresql://…]
-[--out DIR] [--conversations conv-26,conv-30] [--null-seeds 10] [--limit 20]
-[--embedding hashed|minilm|auto]`` (or ``prme locomo-benchmark …``).
+[--out DIR | --update-results] [--conversations conv-26,conv-30] [--null-seeds 10] [--limit 20]
+[--embedding hashed|minilm|auto]`` (or ``prme locomo-benchmark …``). Results go to a scratch
+folder (``.prme/benchmarks/locomo/`` under the working directory) unless ``--out`` names one;
+only ``--update-results`` overwrites the committed results in ``benchmarks/results/``. Ctrl-C
+stops it within seconds (its Dagster runs are canceled, nothing is written; exit 130).
 
 Per owner: load every turn, split the questions (~60% feedback / ~40% holdout), judge real
 base-scoring retrievals of the feedback questions, register the holdout questions, then
@@ -52,9 +55,11 @@ from benchmarks.locomo_report import (
 )
 from prme_assets.activation import activate_profile_job, activation_request
 from prme_assets.checks import GATE_CHECKS, GATES
+from prme_assets.cli import run_guarded
 from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.demo.data import find_locomo_data
-from prme_assets.evidence_io import MODELS, OP_ARTIFACT, EvidenceIOManager, artifact_target
+from prme_assets.evidence_io import MODELS, EvidenceIOManager, artifact_target
+from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_core.datasets.locomo import (
@@ -67,7 +72,8 @@ from prme_core.datasets.locomo import (
     split_questions,
 )
 from prme_core.engine import MemoryClient
-from prme_core.errors import LocomoDataNotFound, SentenceEmbeddingUnavailable
+from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable
+from prme_core.learning.evidence import latest_artifact
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.snapshot import load_snapshot
@@ -76,8 +82,11 @@ from prme_core.retrieval.embedding import embedding_provider
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage import open_store
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "locomo"
-"""Where the committed development results live (independent of the working directory)."""
+SCRATCH_OUT = Path(".prme", "benchmarks", "locomo")
+"""Where a run writes by default: under the working directory, ignored by git."""
+COMMITTED_OUT = {"hashed": Path(__file__).resolve().parent / "results" / "locomo",
+                 "minilm": Path(__file__).resolve().parent / "results" / "locomo-minilm"}
+"""The committed development results per embedding, written only with ``--update-results``."""
 DEFAULT_NULL_SEEDS = 10
 DEFAULT_LIMIT = 20
 HOLDOUT_K = 10
@@ -88,7 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--data", default=None, help="a LoCoMo-format JSON file (default: the development file)")
     parser.add_argument("--store", default="duckdb",
                         help="'duckdb' (a fresh temporary file) or a postgresql:// URL (a fresh schema, dropped after)")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"output directory (default {DEFAULT_OUT})")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)")
+    out.add_argument("--update-results", action="store_true",
+                     help="overwrite the committed results (benchmarks/results/locomo, or locomo-minilm for minilm)")
     parser.add_argument("--conversations", default=None,
                         help="comma-separated sample ids to run (default: every conversation in the file)")
     parser.add_argument("--null-seeds", type=int, default=DEFAULT_NULL_SEEDS,
@@ -164,21 +176,18 @@ def _stored_artifact(store_url: str, owner: str, asset: str, partition: str, run
     """The stage output this run stored for (asset, partition), or None if the run stopped before it."""
     store = open_store(store_url)
     try:
-        with store.transaction(read_only=True) as tx:
-            op = tx.latest_operation(owner, OP_ARTIFACT, artifact_target(dg.AssetKey(asset), partition))
+        body = latest_artifact(store, owner, artifact_target(dg.AssetKey(asset), partition))
     finally:
         store.close()
-    if op is None:
-        return None
-    body = op.body()
-    if body["run_id"] != run_id:
+    if body is None or body["run_id"] != run_id:
         return None
     return MODELS[body["model"]].model_validate(body["value"])
 
 
 # --- one owner ----------------------------------------------------------------------------------
 
-def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, options: argparse.Namespace) -> tuple[Any, dict]:
+def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, options: argparse.Namespace,
+              stop: StopSignals) -> tuple[Any, dict]:
     started = time.perf_counter()
     owner, scopes = conv.sample_id, [LOCOMO_SCOPE]
     resources = _resources(store_url, embedding)
@@ -195,9 +204,11 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
     partition = encode_target(owner, scopes)
     instance.add_dynamic_partitions(LEARNING_TARGETS.name, [partition])
     result = dg.materialize([*LEARNING_ASSETS, *GATES], partition_key=partition, instance=instance,
-                            resources=resources, raise_on_error=False,
+                            resources=resources, raise_on_error=False, tags=stop.run_tags,
                             run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
     run_id = result.run_id
+    stop.settle(run_id)
+    stop.raise_if_stopped()
     checks = {e.check_name: ("pass" if e.passed else "fail") for e in result.get_asset_check_evaluations()}
     for _, name in GATE_CHECKS:
         checks.setdefault(name, "not reached")
@@ -217,7 +228,10 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
     if isinstance(request, dg.RunRequest):
         profile_id = request.run_config["ops"]["activate_profile_op"]["config"]["profile_id"]
         ran = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                      resources=resources, tags=request.tags, raise_on_error=False)
+                                                      resources=resources, tags={**request.tags, **stop.run_tags},
+                                                      raise_on_error=False)
+        stop.settle(ran.run_id)
+        stop.raise_if_stopped()
         activation.update(requested=True, profile_id=profile_id, reason="activation job " +
                           ("succeeded" if ran.success else "failed"))
     else:
@@ -315,27 +329,40 @@ def _check_against_report(owner: str, judged: dict[str, Any], evaluation: Any) -
 
 # --- the whole run ------------------------------------------------------------------------------
 
-def run(options: argparse.Namespace) -> Any:
-    """Run the benchmark and write its files; returns the report."""
+def output_dir(options: argparse.Namespace, embedding: str) -> Path:
+    """``--out``, the committed results with ``--update-results``, else the scratch folder."""
+    if options.update_results:
+        return COMMITTED_OUT[embedding]
+    return Path(options.out) if options.out else SCRATCH_OUT
+
+
+def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
+    """Run the benchmark and write its files; returns the report. Every input is checked first."""
+    if stop is None:
+        with StopSignals() as own:
+            return run(options, own)
     warnings.filterwarnings("ignore")
-    try:
-        path = find_locomo_data(options.data)
-    except LocomoDataNotFound as exc:
-        raise SystemExit(f"No LoCoMo data: {exc}") from None
+    path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
     conversations = select(read_locomo(path), wanted)
-    if options.null_seeds < 0 or not 1 <= options.limit <= 200:
-        raise SystemExit("--null-seeds must be ≥ 0 and --limit in 1..200")
+    if options.null_seeds < 0:
+        raise InvalidInput("--null-seeds", f"must be ≥ 0, got {options.null_seeds}")
+    if not 1 <= options.limit <= 200:
+        raise InvalidInput("--limit", f"must be in 1..200, got {options.limit}")
+    if options.store != "duckdb" and not options.store.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("--store", f"expected 'duckdb' or a postgresql:// URL, got {options.store!r}")
     started = time.perf_counter()
     used, note = choose_embedding(options.embedding)
     identity = embedder_named(used).identity()
     _say(f"LoCoMo learning benchmark: {len(conversations)} conversations from {path}, embedding {used}"
          + (f" ({note})" if note else ""))
     rows, groups = [], []
-    with store_url_for(options.store) as (store_url, store_text), dg.instance_for_test() as instance:
+    with store_url_for(options.store) as (store_url, store_text), dg.instance_for_test() as instance, \
+            stop.runs_on(instance):
         for i, conv in enumerate(conversations, 1):
             _say(f"  [{i}/{len(conversations)}] {conv.sample_id}: load, judge, learn through Dagster, compare …")
-            row, per_group = run_owner(conv, store_url=store_url, embedding=used, instance=instance, options=options)
+            row, per_group = run_owner(conv, store_url=store_url, embedding=used, instance=instance, options=options,
+                                       stop=stop)
             rows.append(row)
             groups.append(per_group)
             _say(f"      offline {row.offline.decision}, holdout {row.holdout.label} {row.holdout.decision}, "
@@ -351,7 +378,8 @@ def run(options: argparse.Namespace) -> Any:
                  "conversations": wanted},
         policy=learning_policy().model_dump(), owners=tuple(rows), total=total,
         seconds_total=time.perf_counter() - started)
-    paths = write_report(report, Path(options.out), chart=not options.no_chart)
+    stop.raise_if_stopped()
+    paths = write_report(report, output_dir(options, used), chart=not options.no_chart)
     _say(f"wrote {', '.join(str(p) for p in paths)} in {report.seconds_total:.1f} s")
     return report
 
@@ -437,11 +465,12 @@ def _diagnosis_notes(rows: list[Any]) -> list[str]:
     return notes
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None, stop: StopSignals | None = None) -> int:
     options = build_parser(prog).parse_args(argv)
-    run(options)
+    run(options, stop)
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # one line and an exit code for errors and Ctrl-C, as ``prme locomo-benchmark``
+    raise SystemExit(run_guarded(lambda stop: main(stop=stop), prog="python -m benchmarks.locomo_learning",
+                                 stopped="its runs were canceled; no results were written"))

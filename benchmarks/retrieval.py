@@ -19,8 +19,7 @@ from datetime import timedelta
 from benchmarks.common import bench_store_url, median, percentile, python_calibration_ms, row, timed
 from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import read_locomo
-from prme_core.errors import LocomoDataNotFound
+from prme_core.datasets.locomo import LocomoDataNotFound, read_locomo
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"

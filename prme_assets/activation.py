@@ -14,8 +14,8 @@ import dagster as dg
 
 from prme_core.errors import ReactivationRefused
 from prme_core.learning.stages import activation_change_id
-from prme_core.learning.verdicts import runtime_verdict
 from prme_core.profiles import registry as profiles
+from prme_core.profiles.verdicts import runtime_verdict
 
 from prme_assets.check_records import latest_checks, latest_materialization
 from prme_assets.checks import GATE_CHECKS

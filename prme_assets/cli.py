@@ -1,25 +1,148 @@
 """The ``prme`` command line.
 
-``prme main`` runs the project's main Dagster job on the embedded default: a DuckDB file
+``prme main`` checks every input first (store URL, data file, the Dagster instance's store, the
+store itself), then runs the project's main Dagster job on the embedded default: a DuckDB file
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
-``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml``).
-No server is started. It reads the LoCoMo file given by ``--data``, else ``PRME_LOCOMO_PATH``,
-else ``../shared/data/locomo/locomo-dev.json`` from the working directory or the checkout
-(``prme_assets.demo.data``). ``prme locomo-benchmark`` runs ``benchmarks.locomo_learning`` from a
-checkout (its own store and temporary Dagster instance; see ``--help``). The CLI lives with the orchestration layer; ``prme_core`` never imports
-Dagster.
+``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml`` and
+bound to one store by ``prme_store.json``). No server is started. ``prme locomo-benchmark``
+runs ``benchmarks.locomo_learning`` from a checkout.
+
+Errors print one line to stderr (``--debug`` or ``PRME_DEBUG=1`` adds the traceback) and exit 2
+for bad input, 1 when a run or the store failed, 130 on Ctrl-C or SIGTERM. Only argparse and the
+standard library load before a subcommand runs, so ``prme --help`` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
+import signal
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from prme_core.storage.url import STORE_URL_ENV
+STORE_URL_ENV = "PRME_STORE_URL"
+"""= ``prme_core.storage.url.STORE_URL_ENV``, repeated so that ``--help`` imports nothing."""
+DEFAULT_STORE_URL = "duckdb:///.prme/prme.duckdb"
+DEBUG_ENV = "PRME_DEBUG"
+STORE_MARKER = "prme_store.json"
+"""In ``DAGSTER_HOME``: which store the instance's runs, partitions and checks belong to."""
+INSTANCE_STATE = ("history", "storage", "schedules", "logs", ".logs_queue", ".telemetry", ".nux", STORE_MARKER)
+"""What ``--reset`` removes from a local instance folder (its SQLite history; never dagster.yaml)."""
+BAD_INPUT_EXIT, FAILED_EXIT = 2, 1
 
+DESCRIPTION = """\
+PRME Learning: a memory engine whose ranking learns per owner and scope from
+explicit feedback, through evaluated, versioned, reversible ranking profiles,
+with the learning loop run as Dagster assets."""
+
+EPILOG = """\
+exit codes:
+  0    done (a gate that says "no" is an outcome, shown in the table)
+  1    a learning run or the store failed (the message names the partition)
+  2    bad input (the message names the value and how to fix it)
+  130  stopped by Ctrl-C or SIGTERM (the runs in flight are canceled; rerun to continue)
+
+environment:
+  PRME_STORE_URL    duckdb:///path or postgresql://user@host:5432/db
+                    (default duckdb:///.prme/prme.duckdb)
+  PRME_LOCOMO_PATH  the LoCoMo file prme main reads
+  DAGSTER_HOME      the Dagster instance folder (default ./.dagster_home)
+  PRME_DEBUG=1      print tracebacks with errors (same as --debug)"""
+
+MAIN_HELP = """\
+Load the LoCoMo conversations as memories, judge real retrievals, register holdout
+questions, learn every (owner, scope set) partition through its gates and print
+what each one decided, its NDCG gain and interval, and what would change it.
+Every input is checked before any work starts."""
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prme-learning")
+    except PackageNotFoundError:  # a checkout on sys.path without an install
+        from prme_core import __version__
+
+        return __version__
+
+
+# --- errors and exit codes --------------------------------------------------------------------
+
+class InstanceServesAnotherStore(Exception):
+    """``DAGSTER_HOME`` records another store: mixing two stores' histories would mislead."""
+
+
+def _exit_code(exc: BaseException) -> int:
+    from prme_core.errors import CanonicalFormError, InvalidInput, UnsupportedOperation
+
+    if isinstance(exc, (InvalidInput, CanonicalFormError, UnsupportedOperation, InstanceServesAnotherStore)):
+        return BAD_INPUT_EXIT
+    return FAILED_EXIT
+
+
+def _one_line(exc: BaseException) -> str:
+    from prme_core.errors import PrmeError
+
+    text = " ".join(str(exc).split())
+    if isinstance(exc, (PrmeError, InstanceServesAnotherStore)):
+        return text or type(exc).__name__
+    return f"unexpected {type(exc).__name__}: {text} (rerun with --debug or {DEBUG_ENV}=1 for the traceback)"
+
+
+def _debug_from_env() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def run_guarded(command: Callable[[Any], int | None], *, prog: str, debug: bool | None = None,
+                stopped: str = "the runs in flight were canceled; rerun to continue") -> int:
+    """Run ``command(stop)`` under ``StopSignals``; map what it raises to one line and an exit code."""
+    from prme_assets.interrupts import INTERRUPTED_EXIT, Interrupted, StopSignals
+
+    debug = _debug_from_env() if debug is None else debug
+    try:
+        with StopSignals() as stop:
+            return int(command(stop) or 0)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the command's one line; --debug keeps the traceback
+        # Dagster's own interrupt error derives from BaseException, like KeyboardInterrupt
+        interrupted = isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "DagsterExecutionInterruptedError"
+        if not interrupted and not isinstance(exc, Exception):
+            raise
+        previous = _ignore_sigint()  # a second Ctrl-C now must not turn the one line into a traceback
+        try:
+            if debug:
+                traceback.print_exc()
+            if interrupted:
+                name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+                _say(f"{prog}: stopped by {name}; {stopped}")
+                return INTERRUPTED_EXIT
+            _say(f"{prog}: {_one_line(exc)}")
+            return _exit_code(exc)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_sigint() -> Any:
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        return None
+
+
+# --- the Dagster instance and its store ---------------------------------------------------------
 
 def _repo_file(name: str) -> Path | None:
     for base in (Path.cwd(), Path(__file__).resolve().parents[1]):  # the checkout of an editable install
@@ -35,44 +158,113 @@ def prepare_dagster_home() -> Path:
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
     source = _repo_file("dagster.yaml")
-    if source is not None and (not target.exists() or target.read_bytes() != source.read_bytes()):
-        if source.resolve() != target.resolve():
-            shutil.copyfile(source, target)
+    if source is not None and source.resolve() != target.resolve() and (
+            not target.exists() or target.read_bytes() != source.read_bytes()):
+        shutil.copyfile(source, target)
     return home
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def check_instance_store(home: Path, identity: str, *, reset: bool) -> None:
+    """Refuse an instance that served another store (unless ``reset``: then clear its history)."""
+    marker = home / STORE_MARKER
+    recorded = None
+    if marker.is_file():
+        try:
+            recorded = json.loads(marker.read_text("utf-8")).get("store")
+        except (ValueError, AttributeError):
+            recorded = "(unreadable marker)"
+    if reset:
+        config = home / "dagster.yaml"
+        if _storage_in_postgres(config):
+            raise InstanceServesAnotherStore(
+                f"--reset clears a local instance's SQLite history, but {config} keeps it in PostgreSQL; "
+                "use another DAGSTER_HOME for this store instead")
+        for name in INSTANCE_STATE:
+            path = home / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        return
+    if recorded is not None and recorded != identity:
+        raise InstanceServesAnotherStore(
+            f"the Dagster instance {home} holds the runs and partitions of the store {recorded}, not of {identity}; "
+            "use another DAGSTER_HOME for this store, or pass --reset to clear this instance's history")
 
+
+def _storage_in_postgres(config: Path) -> bool:
+    """Whether an instance's dagster.yaml keeps its history in PostgreSQL (``--reset`` cannot clear it)."""
+    if not config.is_file():
+        return False
+    import yaml  # a Dagster dependency
+
+    try:
+        conf = yaml.safe_load(config.read_text("utf-8")) or {}
+    except yaml.YAMLError:
+        return False
+    keys = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+    return isinstance(conf, dict) and any("postgres" in json.dumps(conf.get(k) or {}).lower() for k in keys)
+
+
+def record_instance_store(home: Path, identity: str, redacted: str) -> None:
+    (home / STORE_MARKER).write_text(json.dumps({"store": identity, "url": redacted}, indent=1) + "\n", "utf-8")
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+# --- prme main --------------------------------------------------------------------------------
 
 def _quiet_dagster_warnings() -> None:
-    """Dagster flags the partitioned checks and data versions we rely on as preview/beta."""
+    """Dagster flags the partitioned checks and data versions we rely on as preview/beta, and
+    warns about the checks that a declined stage skipped (the outcome table says why)."""
+    import logging
     import warnings
 
     import dagster as dg
 
     for category in (dg.PreviewWarning, dg.BetaWarning):
         warnings.filterwarnings("ignore", category=category)
+    # "blocking check emitted no result …": the checks a declined stage skipped (the table says why)
+    logging.getLogger("dagster._core.execution.plan.active").setLevel(logging.ERROR)
 
 
-def cmd_main(args: argparse.Namespace) -> int:
+def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     from prme_assets.demo.data import find_locomo_data
-    from prme_core.datasets.locomo import LocomoDataNotFound
+    from prme_core.datasets.locomo import read_locomo, select
+    from prme_core.errors import InvalidInput
+    from prme_core.storage import open_store
+    from prme_core.storage.url import parse_store_url
 
-    _quiet_dagster_warnings()
+    # 1. every input, cheapest first; nothing is written before all of them pass
+    source = "--store" if args.store else (STORE_URL_ENV if os.environ.get(STORE_URL_ENV) else "the default")
+    url = args.store or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
     try:
-        data = find_locomo_data(args.data)
-    except LocomoDataNotFound as exc:
-        _say(str(exc))
-        return 2
-    if args.store:
-        os.environ[STORE_URL_ENV] = args.store
+        parsed = parse_store_url(url)
+    except InvalidInput as exc:
+        detail = str(exc).removeprefix(f"{exc.field}: ")
+        raise InvalidInput(f"store URL {_redact(url)!r} (from {source})", detail) from None
+    data = find_locomo_data(args.data)
+    select(read_locomo(data), args.conversation or None)  # a malformed file or unknown id names itself
     home = prepare_dagster_home()
-    _say(f"Dagster instance: {home} · store: {os.environ.get(STORE_URL_ENV, 'duckdb:///.prme/prme.duckdb')}")
+    identity = parsed.identity()
+    check_instance_store(home, identity, reset=args.reset)
+    store = open_store(url)  # reachable, not locked, migrated (a PostgreSQL refusal arrives at once)
+    store.close()
+    record_instance_store(home, identity, parsed.redacted())
+    os.environ[STORE_URL_ENV] = url
+
+    # 2. the work
+    _quiet_dagster_warnings()
     from prme_assets.demo.main_job import run_main
 
-    return run_main(data_path=data, conversations=args.conversation or None, say=_say)
+    _say(f"Dagster instance: {home} · store: {parsed.redacted()}")
+    run_main(data_path=data, conversations=args.conversation or None, say=_say, stop=stop)
+    return 0
 
+
+# --- prme locomo-benchmark ------------------------------------------------------------------------
 
 def _benchmark_module():
     """``benchmarks.locomo_learning`` of the checkout (benchmarks are not part of the package)."""
@@ -82,28 +274,43 @@ def _benchmark_module():
     try:
         from benchmarks import locomo_learning
     except ImportError as exc:
-        raise SystemExit(f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}") from None
+        from prme_core.errors import UnsupportedOperation
+
+        raise UnsupportedOperation(f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}") \
+            from None
     return locomo_learning
 
 
-def cmd_locomo_benchmark(args: argparse.Namespace) -> int:
+def cmd_locomo_benchmark(args: argparse.Namespace, stop: Any) -> int:
     _quiet_dagster_warnings()
-    return _benchmark_module().main(args.benchmark_args, prog="prme locomo-benchmark")
+    return _benchmark_module().main(args.benchmark_args, prog="prme locomo-benchmark", stop=stop)
 
+
+# --- the parser ---------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="prme", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    main = sub.add_parser("main", help="run the main job on the embedded default (no server)")
-    main.add_argument("--data", default=None,
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="prme", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--debug", action="store_true", default=None,
+                        help=f"print the traceback with an error (or set {DEBUG_ENV}=1)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    main = sub.add_parser("main", help="learn on the LoCoMo demo data, embedded store, no server",
+                          description=MAIN_HELP, epilog=EPILOG, formatter_class=raw)
+    main.add_argument("--data", default=None, metavar="PATH",
                       help="LoCoMo-format JSON (default: PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
                            "from the working directory, then from the checkout)")
-    main.add_argument("--store", default=None, help="store URL (default: PRME_STORE_URL or duckdb:///.prme/prme.duckdb)")
-    main.add_argument("--conversation", action="append", help="limit to these sample ids (repeatable)")
-    main.set_defaults(func=cmd_main)
+    main.add_argument("--store", default=None, metavar="URL",
+                      help=f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})")
+    main.add_argument("--conversation", action="append", metavar="ID", help="limit to these sample ids (repeatable)")
+    main.add_argument("--reset", action="store_true",
+                      help="clear the Dagster instance's history (runs, partitions, checks) so that it serves this "
+                           "store; the store itself is untouched")
+    main.set_defaults(func=cmd_main, stopped="the run in flight was canceled; rerun prme main to continue (memories "
+                                            "and feedback already loaded are kept and not loaded twice)")
     bench = sub.add_parser("locomo-benchmark", add_help=False,
-                           help="the LoCoMo learning benchmark (options: prme locomo-benchmark --help)")
-    bench.set_defaults(func=cmd_locomo_benchmark)
+                           help="the LoCoMo learning benchmark (prme locomo-benchmark --help)")
+    bench.set_defaults(func=cmd_locomo_benchmark, stopped="its runs were canceled; no results were written")
     return parser
 
 
@@ -114,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         args.benchmark_args = rest  # its own parser reads them (and answers --help)
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return int(args.func(args) or 0)
+    return run_guarded(lambda stop: args.func(args, stop), prog="prme", debug=args.debug, stopped=args.stopped)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,7 @@ re-reading is harmless because only keys the instance lacks are added.
 
 import dagster as dg
 
-from prme_core.feedback.relevance import OP_RELEVANCE
+from prme_core.learning.discovery import feedback_scope_sets_since
 
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import PrmeStoreResource
@@ -22,10 +22,9 @@ TICK_LIMIT = 5000
 def learning_target_discovery_sensor(context: dg.SensorEvaluationContext, prme_store: PrmeStoreResource):
     after = int(context.cursor or 0)
     with prme_store.client() as client:
-        with client.store.transaction(read_only=True) as tx:
-            found = tx.scope_sets_since(OP_RELEVANCE, max(0, after - RESCAN_WINDOW), TICK_LIMIT)
+        found = feedback_scope_sets_since(client.store, max(0, after - RESCAN_WINDOW), limit=TICK_LIMIT)
     known = set(context.instance.get_dynamic_partitions(LEARNING_TARGETS.name))
-    new = sorted({encode_target(owner, key.split("+")) for owner, key, _ in found} - known)
+    new = sorted({encode_target(owner, scopes) for owner, scopes, _ in found} - known)
     cursor = str(max([after, *(seq for *_, seq in found)]))
     if not new:
         return dg.SensorResult(skip_reason=f"no new learning targets (cursor {cursor})", cursor=cursor)

@@ -8,23 +8,21 @@ under the multiprocess executor and on a DuckDB file other steps also use.
 """
 
 from typing import Any
-from uuid import NAMESPACE_URL, uuid5
 
 import dagster as dg
 
-from prme_core.canonical import canonical_json
 from prme_core.errors import NotFound
+from prme_core.learning.evidence import latest_artifact, record_artifact
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 from prme_core.profiles.model import RankingProfile
-from prme_core.storage import OperationDraft, open_store
+from prme_core.storage import open_store
 from prme_core.types import FrozenModel
 
 from prme_assets.partitions import decode_target
 from prme_assets.resources import store_url_from_env
 
-OP_ARTIFACT = "pipeline_artifact"
 MODELS: dict[str, type[FrozenModel]] = {m.__name__: m for m in (
     SnapshotManifest, SplitSummary, LearningEvaluation, HoldoutOutcome, RankingProfile)}
 
@@ -46,12 +44,10 @@ class EvidenceIOManager(dg.ConfigurableIOManager):
         target = artifact_target(context.asset_key, context.partition_key)
         body = {"model": type(obj).__name__, "asset": context.asset_key.to_user_string(),
                 "partition": context.partition_key, "run_id": context.run_id, "value": obj.canonical_dict()}
-        op_id = str(uuid5(NAMESPACE_URL, canonical_json(["prme:artifact:v1", target, context.run_id]).decode()))
         store = open_store(self.store_url)
         try:
-            with store.transaction() as tx:
-                stored, _ = tx.append_operation(OperationDraft.of(id=op_id, owner=owner, op_type=OP_ARTIFACT, body=body,
-                                                                  scope_key=context.partition_key, target_id=target))
+            stored = record_artifact(store, owner=owner, scope_key=context.partition_key, target=target,
+                                     run_id=context.run_id, body=body)
         finally:
             store.close()
         context.add_output_metadata({"evidence_operation": stored.id, "evidence_checksum": stored.checksum})
@@ -63,14 +59,12 @@ class EvidenceIOManager(dg.ConfigurableIOManager):
         owner, _ = decode_target(partition)
         store = open_store(self.store_url)
         try:
-            with store.transaction(read_only=True) as tx:
-                op = tx.latest_operation(owner, OP_ARTIFACT, artifact_target(upstream.asset_key, partition))
+            body = latest_artifact(store, owner, artifact_target(upstream.asset_key, partition))
         finally:
             store.close()
-        if op is None:
+        if body is None:
             raise NotFound(f"no stored {upstream.asset_key.to_user_string()} for partition {partition}; "
                            "materialize it first")
-        body = op.body()
         return MODELS[body["model"]].model_validate(body["value"])
 
 

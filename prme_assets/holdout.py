@@ -1,15 +1,21 @@
 """Stage 4: the full-retrieval holdout — fresh paired retrievals on registered holdout queries.
 
 Materializable by hand from the UI: the typed config overrides the holdout gate's thresholds
-for this run only (they are recorded in the report).
+for this run only (they are recorded in the report). Run only for a proposal whose offline gate
+passed: after an expected "no" it yields nothing and the candidate profile is skipped
+(``prme_assets.outcome``).
 """
+
+from collections.abc import Iterator
 
 import dagster as dg
 
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, holdout_stage
+from prme_core.learning.verdicts import offline_gate_verdict
 
 from prme_assets.metadata import markdown_table
+from prme_assets.outcome import refusal
 from prme_assets.partitions import LEARNING_TARGETS
 from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
 from prme_assets.snapshot import GROUP
@@ -25,12 +31,15 @@ class HoldoutRunConfig(dg.Config):
 
 
 @dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1",
+          pool=STORE_POOL, code_version="1", output_required=False,
           description="Each registered holdout query retrieved twice over frozen memory — what serves now "
-                      "(active profile or unity) and the proposal — judged on complete relevant sets.")
+                      "(active profile or unity) and the proposal — judged on complete relevant sets. "
+                      "Not run when the offline gate said no.")
 def full_retrieval_holdout(context: dg.AssetExecutionContext, config: HoldoutRunConfig,
                            ranking_proposal: LearningEvaluation, prme_store: PrmeStoreResource,
-                           learning_policy: LearningPolicyResource) -> dg.Output[HoldoutOutcome]:
+                           learning_policy: LearningPolicyResource) -> Iterator[dg.Output[HoldoutOutcome]]:
+    if refusal(context, [("offline_gate_passed", offline_gate_verdict(ranking_proposal))]):
+        return
     gate = learning_policy.holdout_config(k=config.k, min_query_groups=config.min_query_groups,
                                           min_ndcg_gain=config.min_ndcg_gain,
                                           max_regression_fraction=config.max_regression_fraction)
@@ -57,4 +66,4 @@ def full_retrieval_holdout(context: dg.AssetExecutionContext, config: HoldoutRun
     else:
         meta["message"] = outcome.message
     context.log.info(f"holdout {outcome.status}" + (f": {e.decision}" if e else f": {outcome.message}"))
-    return dg.Output(outcome, metadata=meta)
+    yield dg.Output(outcome, metadata=meta)

@@ -1,4 +1,10 @@
-"""Stage 3: the fitted multiplier proposal and its offline (judged-candidate) evaluation."""
+"""Stage 3: the fitted multiplier proposal and its offline (judged-candidate) evaluation.
+
+Fitted only on a split whose gates passed: after an expected "no" of ``coverage_sufficient`` it
+yields nothing, so the later stages are skipped and the run succeeds (``prme_assets.outcome``).
+"""
+
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -6,25 +12,32 @@ from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary
+from prme_core.learning.verdicts import coverage_verdict, replay_verdict
 
 from prme_assets.metadata import proposal_query_table
+from prme_assets.outcome import refusal
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
 from prme_assets.snapshot import GROUP
 
 
 @dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1",
+          pool=STORE_POOL, code_version="1", output_required=False,
           description="Six bounded weight multipliers fitted on training groups by pairwise logistic loss "
-                      "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap.")
+                      "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap. "
+                      "Not computed when the split's gates said no.")
 def ranking_proposal(context: dg.AssetExecutionContext, feedback_snapshot: SnapshotManifest, query_split: SplitSummary,
-                     prme_store: PrmeStoreResource, learning_policy: LearningPolicyResource) -> dg.Output[LearningEvaluation]:
+                     prme_store: PrmeStoreResource,
+                     learning_policy: LearningPolicyResource) -> Iterator[dg.Output[LearningEvaluation]]:
+    if refusal(context, [("baseline_replay_exact", replay_verdict(query_split)),
+                         ("coverage_sufficient", coverage_verdict(query_split))]):
+        return
     owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
         snapshot = load_snapshot(client.store, feedback_snapshot)
     report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     interval = report.validation_gain_interval or (None, None)
-    return dg.Output(report, metadata={
+    yield dg.Output(report, metadata={
         "decision": report.decision, "input_checksum": report.input_checksum,
         "snapshot_sha256": report.snapshot_sha256, "split_groups": len(query_split.groups),
         "validation_ndcg_gain": report.validation_ndcg_gain if report.validation_ndcg_gain is not None else "—",

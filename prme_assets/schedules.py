@@ -4,7 +4,7 @@ and its run key (partition + feedback fingerprint) could not launch twice anyway
 
 import dagster as dg
 
-from prme_core.feedback.relevance import OP_RELEVANCE
+from prme_core.learning.discovery import feedback_fingerprint
 
 from prme_assets.check_records import latest_materialization
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
@@ -23,9 +23,7 @@ def stale_partitions(instance: dg.DagsterInstance, prme_store: PrmeStoreResource
     with prme_store.client() as client:
         for partition in instance.get_dynamic_partitions(LEARNING_TARGETS.name):
             owner, _ = decode_target(partition)
-            with client.store.transaction(read_only=True) as tx:
-                count, newest = tx.operation_fingerprint(owner, OP_RELEVANCE)
-            fingerprint = f"{count}:{newest}"
+            fingerprint = feedback_fingerprint(client.store, owner)
             last = latest_materialization(instance, "feedback_snapshot", partition)
             if last is None or last.metadata.get("feedback_fingerprint") != fingerprint:
                 out.append((partition, fingerprint))

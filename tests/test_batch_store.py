@@ -46,41 +46,43 @@ def test_a_batch_larger_than_one_chunk_stores_every_memory_in_order(client, shap
 
 
 @pytest.mark.parametrize("shape", ["rows", "text"])
-def test_a_failure_in_the_last_chunk_of_a_batch_writes_nothing(client, shape):
+@pytest.mark.parametrize("clash", ["first", "last"])
+def test_a_failure_in_a_late_chunk_of_a_batch_writes_nothing(client, shape, clash):
     items = _batch(shape)
-    # A stray version row for the batch's last id: the node tables pass the id check, every
-    # chunk of memory_nodes and all but the last of memory_node_versions are written, then the
-    # last chunk hits the stray row's primary key.
-    stray = client.store_memory("alice", {"content": "a stray version", "id": items[-1]["id"]})
+    # A stray version row for one of the batch's ids: the id check passes (it looks at
+    # memory_nodes), every chunk of memory_nodes is written, then memory_node_versions hits the
+    # stray row's primary key in its first or its last chunk.
+    victim = items[0 if clash == "first" else -1]["id"]
+    client.store_memory("alice", {"content": "a stray version", "id": victim})
     with client.store.transaction() as tx:
-        tx.conn.execute("DELETE FROM memory_nodes WHERE owner = ? AND id = ?", ["alice", str(stray.id)])
+        tx.conn.execute("DELETE FROM memory_nodes WHERE owner = ? AND id = ?", ["alice", str(victim)])
     with pytest.raises(DuplicateKey):
         client.store_batch("alice", items)
     assert client.scan("alice", include_inactive=True).items == ()
     assert _versions(client, "alice") == 1
-    again = client.store_batch("alice", items[:-1])  # the store is still usable
-    assert len(list(client.iterate("alice"))) == len(again)
+    again = client.store_batch("alice", [item for item in items if item["id"] != victim])  # still usable
+    assert len(list(client.iterate("alice", page_size=1000))) == len(again)
 
 
-def test_a_failure_in_a_late_chunk_abandons_the_earlier_chunks_on_duckdb(tmp_path, monkeypatch):
-    chunks: list[int] = []
-    real_fetchall = duckdb_backend._DuckConnection.fetchall
+def test_a_failure_in_the_third_chunk_abandons_the_first_two_on_duckdb(tmp_path, monkeypatch):
+    chunks: list[tuple[str, int]] = []
+    real_insert_chunk = duckdb_backend._DuckConnection._insert_chunk
 
-    def failing_third_insert(self, sql, params=()):
-        if sql.startswith("INSERT INTO memory_nodes"):
-            chunks.append(len(params[0]) if "unnest" in sql else 1)
-            if len(chunks) == 3:
-                raise OSError("disk went away")
-        return real_fetchall(self, sql, params)
+    def failing_third_chunk(self, table, columns, rows):
+        chunks.append((table, len(rows)))
+        if len(chunks) == 3:
+            raise OSError("disk went away")
+        real_insert_chunk(self, table, columns, rows)
 
     with MemoryClient(f"duckdb:///{tmp_path / 'prme.duckdb'}") as client:
-        monkeypatch.setattr(duckdb_backend._DuckConnection, "fetchall", failing_third_insert)
+        monkeypatch.setattr(duckdb_backend._DuckConnection, "_insert_chunk", failing_third_chunk)
         with pytest.raises(OSError, match="disk went away"):
             client.store_batch("alice", [f"memory {i}" for i in range(3 * ROWS_PER_CHUNK)])
         monkeypatch.undo()
-        assert chunks == [ROWS_PER_CHUNK, ROWS_PER_CHUNK, ROWS_PER_CHUNK]
+        assert chunks == [("memory_nodes", ROWS_PER_CHUNK)] * 3
         assert client.scan("alice", include_inactive=True).items == ()
         assert _versions(client, "alice") == 0
+        assert len(client.store_batch("alice", ["after the failure"])) == 1
 
 
 def test_insert_chunks_keep_row_and_text_bounds_and_every_row_once():

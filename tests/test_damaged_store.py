@@ -13,7 +13,8 @@ import random
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -27,7 +28,7 @@ HEADER = 4096  # DuckDB: a main header, then two database headers of 4 KiB each
 FIRST_BLOCK = 3 * HEADER
 BLOCK = 256 * 1024
 WORDS = ("tea", "trains", "travel", "lisbon", "cats", "music", "boats", "garden", "rain", "maps")
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _items(count: int, start: int = 0) -> list[dict]:
@@ -89,7 +90,10 @@ def with_wal(pristine: tuple[Path, dict], tmp_path_factory: pytest.TempPathFacto
     return image, expected
 
 
-def _overwrite(offset: int, data: bytes):
+Damage = Callable[[Path], None]
+
+
+def _overwrite(offset: int, data: bytes) -> Damage:
     def damage(path: Path) -> None:
         with open(path, "r+b") as fh:
             fh.seek(offset)
@@ -97,11 +101,11 @@ def _overwrite(offset: int, data: bytes):
     return damage
 
 
-def _truncate(size) -> object:
+def _truncate(size: Callable[[int], int]) -> Damage:
     return lambda path: path.write_bytes(path.read_bytes()[: size(path.stat().st_size)])
 
 
-def _swap_blocks(i: int, j: int, both: bool = True):
+def _swap_blocks(i: int, j: int, both: bool = True) -> Damage:
     def damage(path: Path) -> None:
         data = bytearray(path.read_bytes())
         a = slice(FIRST_BLOCK + i * BLOCK, FIRST_BLOCK + (i + 1) * BLOCK)
@@ -118,7 +122,7 @@ def _garbage(seed: int, size: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-FILE_DAMAGE = {
+FILE_DAMAGE: dict[str, Damage] = {
     "empty_file": _truncate(lambda n: 0),
     "truncated_inside_main_header": _truncate(lambda n: 100),
     "truncated_after_main_header": _truncate(lambda n: HEADER),

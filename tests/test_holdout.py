@@ -25,7 +25,6 @@ from prme_core.learning.holdout import (
 from prme_core.learning.split import query_digest
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import UNITY
-from prme_core.retrieval.pipeline import RetrievalPipeline
 
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 SCOPES = ["agent", "organization", "personal", "project"]
@@ -231,15 +230,15 @@ def test_a_reloaded_run_evaluates_with_receipts_read_from_the_store(client, regi
 
 
 def test_a_memory_write_during_run_holdout_raises(client, registered, monkeypatch):
-    original, calls = RetrievalPipeline.retrieve, []
+    original, calls = MemoryClient.retrieve, []
 
     def retrieve_and_write_once(self, *args, **kwargs):
         calls.append(1)
         if len(calls) == 7:
-            client.store_memory("alice", "Alice: written while the holdout ran")
+            self.store_memory("alice", "Alice: written while the holdout ran")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(RetrievalPipeline, "retrieve", retrieve_and_write_once)
+    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write_once)
     with pytest.raises(MemoryChangedDuringHoldout, match="pause writes"):
         client.run_holdout("alice", SCOPES, candidate_multipliers=CANDIDATE)
 

@@ -13,9 +13,9 @@ from prme_core import MemoryClient
 from prme_core.engine import MemoryEngine
 from prme_core.engine import client as client_module
 from prme_core.errors import InvalidInput, UnsupportedOperation
-from prme_core.memory.models import is_scope_name
 from prme_core.settings import EngineSettings
 from prme_core.storage import parse_store_url
+from prme_core.types import is_scope_name
 from prme_core.validation import check_owner, check_scope_set
 from tests.learning_lab import NOW, build_lab, feedback_question
 

@@ -4,8 +4,7 @@ import pytest
 
 from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import load_conversation, read_locomo
-from prme_core.errors import LocomoDataNotFound
+from prme_core.datasets.locomo import LocomoDataNotFound, load_conversation, read_locomo
 
 
 def _development_data():

@@ -12,8 +12,13 @@ from benchmarks.locomo_null import shuffled_snapshot
 from benchmarks.locomo_report import RANKINGS, BenchmarkReport, load_report
 from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import load_conversation, read_locomo, record_feedback, split_questions
-from prme_core.errors import LocomoDataNotFound
+from prme_core.datasets.locomo import (
+    LocomoDataNotFound,
+    load_conversation,
+    read_locomo,
+    record_feedback,
+    split_questions,
+)
 from prme_core.learning.snapshot import cut_snapshot
 
 

@@ -606,9 +606,8 @@ def test_receipts_written_in_bulk_read_back_with_their_pinned_checksums_and_proj
 def test_a_bulk_write_with_a_stored_request_id_fails_and_keeps_nothing(open_store_at):
     store = open_store_at()
     persist_receipt(store, golden_receipt(9))
-    with pytest.raises(IdempotencyConflict, match="already has a stored receipt"):
-        with store.transaction() as tx:
-            write_receipts(tx, [golden_receipt(8), golden_receipt(9)])
+    with pytest.raises(IdempotencyConflict, match="already has a stored receipt"), store.transaction() as tx:
+        write_receipts(tx, [golden_receipt(8), golden_receipt(9)])
     assert get_receipt(store, mf.OWNER, golden_receipt(8).request_id) is None
 
 

@@ -2,43 +2,83 @@
 instance (no server): load memories, judge real retrievals, register holdout questions (the
 demo location's job), discover partitions, materialize every partition with its gates, let the
 activation sensor decide, run the activations it requested (the production location's jobs),
-and print each partition's outcome."""
+and print each partition's outcome.
+
+A gate that says "no" is an outcome (the table says what it decided and what would change it);
+a run that could not do its job (an error, a locked or unreachable store) fails the command
+with ``LearningRunsFailed``, naming the partitions. Every run carries the command's
+``StopSignals`` tags, so Ctrl-C cancels the run in flight and stops before the next one.
+"""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 
 from prme_assets.activation import activation_request
-from prme_assets.check_records import latest_checks
-from prme_assets.checks import GATE_CHECKS
 from prme_assets.definitions import build_definitions
 from prme_assets.demo.definitions import build_demo_definitions
+from prme_assets.demo.outcome_table import (
+    PartitionResult,
+    read_outcome,
+    render_table,
+    run_error,
+)
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
+from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import LEARNING_TARGETS
 from prme_assets.resources import LearningPolicyResource, store_resource_from_env
+from prme_core.errors import PrmeError
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+"""Runs log to the instance (the UI shows everything); the command prints its own summary."""
+
+
+class DataJobFailed(PrmeError):
+    """The data job (memories, feedback, holdout questions) could not finish; nothing was learned."""
+
+
+class LearningRunsFailed(PrmeError):
+    """At least one partition's learning run could not do its job (not a gate saying no)."""
+
+    def __init__(self, failed: list[PartitionResult]) -> None:
+        self.failed = failed
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more: {', '.join(r.partition for r in failed[1:])})" if len(failed) > 1 else ""
+        super().__init__(f"learning {first.partition} failed: {first.error}{more}; the table above shows every "
+                         "partition, the Dagster UI the runs")
+
+
+@dataclass(frozen=True)
+class MainRun:
+    results: list[PartitionResult]
 
 
 def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[[str], None],
-             policy: LearningPolicyResource | None = None) -> int:
-    """``data_path``: the LoCoMo file, already found by the caller (``prme main --data``)."""
+             policy: LearningPolicyResource | None = None, stop: StopSignals | None = None) -> MainRun:
+    """Run the loop, print the outcome table; raise ``LearningRunsFailed`` if any run failed.
+
+    ``data_path``: the LoCoMo file, already checked by the caller (``prme main --data``).
+    """
+    if stop is None:
+        with StopSignals() as own:
+            return run_main(data_path=data_path, conversations=conversations, say=say, policy=policy, stop=own)
     store = store_resource_from_env()
     defs = build_definitions({"prme_store": store, "evidence_io": evidence_io_from_env(),
                               "learning_policy": policy or LearningPolicyResource()})
     demo_defs = build_demo_definitions({"prme_store": store})
     config = {"data_path": str(data_path), "conversations": conversations or []}
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    # a gate that stops a partition is an expected outcome, summarized in the table below
-    silent = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    with dg.DagsterInstance.get() as instance:
+    with dg.DagsterInstance.get() as instance, stop.runs_on(instance):
         say(f"1/4 loading memories and judging real retrievals from {data_path} …")
         demo = demo_defs.resolve_job_def("locomo_demo_job").execute_in_process(
-            instance=instance, run_config={**quiet, "ops": {"locomo_memories": {"config": config},
-                                                            "locomo_feedback": {"config": config}}})
+            instance=instance, raise_on_error=False, tags=stop.run_tags,
+            run_config={**QUIET, "ops": {"locomo_memories": {"config": config}, "locomo_feedback": {"config": config}}})
+        stop.settle(demo.run_id)
+        stop.raise_if_stopped()
         if not demo.success:
-            say("The data job failed; see the run log above.")
-            return 1
+            raise DataJobFailed(f"loading the demo data failed: {run_error(demo) or 'see run ' + demo.run_id}")
         say("2/4 discovering learning targets …")
         tick = learning_target_discovery_sensor(dg.build_sensor_context(instance=instance), prme_store=store)
         for request in tick.dynamic_partitions_requests or ():
@@ -46,29 +86,39 @@ def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[
         partitions = sorted(instance.get_dynamic_partitions(LEARNING_TARGETS.name))
         learning = defs.resolve_job_def("prme_learning_job")
         activation = defs.resolve_job_def("activate_profile_job")
-        rows = []
+        results = []
         for i, partition in enumerate(partitions, 1):
             say(f"3/4 learning {partition} ({i}/{len(partitions)}) …")
-            run = learning.execute_in_process(partition_key=partition, instance=instance, run_config=silent,
-                                              raise_on_error=False)
-            # gates of this run only: a gate it never reached reads "—", not an older result
-            checks = {c.name: c.passed for c in latest_checks(instance, GATE_CHECKS, partition)
-                      if c.run_id == run.run_id and c.evaluated}
-            request = activation_request(instance, partition, store)
-            activated = "no"
-            if isinstance(request, dg.RunRequest):
-                say(f"4/4 activating the profile of {partition} …")
-                ran = activation.execute_in_process(run_config={**request.run_config, **quiet}, instance=instance,
-                                                    tags=request.tags, raise_on_error=False)
-                activated = "yes" if ran.success else "failed"
-            elif request == "already active":
-                activated = "already active"
-            rows.append((partition, checks, activated))
-    names = [name for _, name in GATE_CHECKS]
-    print("| partition | " + " | ".join(names) + " | profile activated |")
-    print("|---|" + "---|" * len(names) + "---|")
-    for partition, checks, activated in rows:
-        marks = ["pass" if checks.get(n) else ("fail" if n in checks else "—") for n in names]
-        print(f"| {partition} | " + " | ".join(marks) + f" | {activated} |")
-    print(f"\n{len(rows)} learning targets; {sum(r[2] in ('yes', 'already active') for r in rows)} with an active profile.")
-    return 0
+            run = learning.execute_in_process(partition_key=partition, instance=instance, run_config=QUIET,
+                                              tags=stop.run_tags, raise_on_error=False)
+            stop.settle(run.run_id)
+            stop.raise_if_stopped()
+            result = read_outcome(instance, run, partition)
+            if result.passed and result.error is None:
+                result = _activate(result, instance, activation, store, stop, say)
+            say(f"    {partition}: {result.summary()}")
+            results.append(result)
+    print(render_table(results))
+    failed = [r for r in results if r.failed]
+    if failed:
+        raise LearningRunsFailed(failed)
+    return MainRun(results)
+
+
+def _activate(result: PartitionResult, instance: dg.DagsterInstance, job: dg.JobDefinition, store,
+              stop: StopSignals, say: Callable[[str], None]) -> PartitionResult:
+    """Ask the activation sensor's logic; run the activation it requests."""
+    request = activation_request(instance, result.partition, store)
+    if request == "already active":
+        return result.with_activation("already active")
+    if not isinstance(request, dg.RunRequest):
+        return result.with_activation(f"not requested: {request}")
+    say(f"4/4 activating the profile of {result.partition} …")
+    ran = job.execute_in_process(run_config={**request.run_config, **QUIET}, instance=instance,
+                                 tags={**request.tags, **stop.run_tags}, raise_on_error=False)
+    stop.settle(ran.run_id)
+    stop.raise_if_stopped()
+    if ran.success:
+        return result.with_activation("activated")
+    return result.with_activation("activation failed", error=f"activation failed: {run_error(ran)}")
+

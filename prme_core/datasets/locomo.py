@@ -18,13 +18,25 @@ from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from prme_core.canonical import parse_json
-from prme_core.errors import InvalidInput, LocomoDataNotFound
+from prme_core.errors import CanonicalFormError, InvalidInput
+from prme_core.learning.split import query_digest
 from prme_core.memory.models import MemoryInput, NodeType
 
 LOCOMO_PATH_ENV = "PRME_LOCOMO_PATH"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+
+
+class LocomoDataNotFound(InvalidInput):
+    """No LoCoMo file where one was looked for; the message names every path tried and how to
+    point at the file."""
+
+    def __init__(self, tried: Iterable[Path]) -> None:
+        self.tried = tuple(tried)
+        where = f"at {', '.join(str(p) for p in self.tried)}" if self.tried else f"given and {LOCOMO_PATH_ENV} is unset"
+        super().__init__("data", f"no LoCoMo-format JSON file {where}; pass the file's path "
+                                 f"(prme main --data PATH) or set {LOCOMO_PATH_ENV}")
 
 
 @dataclass(frozen=True)
@@ -162,10 +174,26 @@ def read_locomo(path: str | Path) -> list[Conversation]:
     path = Path(path)
     if not path.is_file():
         raise LocomoDataNotFound((path,))
-    data = parse_json(path.read_bytes())
+    try:
+        data = parse_json(path.read_bytes())
+    except CanonicalFormError as exc:
+        raise InvalidInput("data", f"{path} is not JSON ({exc.__cause__ or exc}); pass a LoCoMo-format file") from None
     if not isinstance(data, list):
         raise InvalidInput("data", f"{path} must hold a JSON list of conversations")
-    return [parse_conversation(item, f"data[{i}]") for i, item in enumerate(data)]
+    try:
+        return [_parse_item(item, f"data[{i}]") for i, item in enumerate(data)]
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.field}", str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+def _parse_item(item: Any, where: str) -> Conversation:
+    """``parse_conversation``, with a malformed turn or question reported where it is."""
+    try:
+        return parse_conversation(item, where)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput(where, f"not a LoCoMo conversation: {type(exc).__name__} {exc}") from None
 
 
 def select(conversations: Iterable[Conversation], sample_ids: Iterable[str] | None) -> list[Conversation]:
@@ -219,8 +247,6 @@ class QuestionSplit:
 def split_questions(conversation: Conversation, feedback_share: float = FEEDBACK_SHARE) -> QuestionSplit:
     """About ``feedback_share`` of the questions with resolvable evidence go to feedback, the
     rest to the holdout; identical normalized questions always land on the same side."""
-    from prme_core.learning.split import query_digest
-
     feedback, holdout, missing_ids = [], [], []
     without = 0
     for question in conversation.questions:

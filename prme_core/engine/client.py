@@ -246,7 +246,7 @@ class MemoryClient:
         """Paired baseline/candidate retrievals of every active holdout query over frozen memory."""
         owner = check_owner(owner)
         return holdout.run_holdout(self.store, owner, self.memory.check_scopes(scopes),
-                                   request_for=self._retrieval_request, retrieve=self.pipeline.retrieve,
+                                   request_for=self._retrieval_request, retrieve=self.retrieve,
                                    candidate_multipliers=candidate_multipliers,
                                    baseline_multipliers=baseline_multipliers,
                                    excluded_query_digests=excluded_query_digests, limit_override=limit_override)

@@ -62,10 +62,10 @@ MEMORY_ARTIFACT_FORM = "prme-memory-artifact-v1"
 _DIGEST_PAGE = 5000
 
 RequestFor = Callable[..., RetrievalRequest]
-"""Validates ``retrieve()`` arguments into a request without running it
-(``MemoryClient._retrieval_request``: the engine's default scopes, scoring and packing)."""
-Retrieve = Callable[[RetrievalRequest], RetrievalResponse]
-"""Runs a validated request and persists its receipt (``RetrievalPipeline.retrieve``)."""
+"""Validates ``retrieve()`` arguments (the query, then keywords) into a request without running
+it (``MemoryClient._retrieval_request``: the engine's default scopes, scoring and packing)."""
+Retrieve = Callable[..., RetrievalResponse]
+"""Runs a retrieval with the same arguments and persists its receipt (``MemoryClient.retrieve``)."""
 
 
 class HoldoutQuerySpec(FrozenModel):
@@ -324,9 +324,9 @@ def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for:
                 excluded_query_digests: Iterable[str] = frozenset(), limit_override: int | None = None) -> HoldoutRun:
     """Run every active holdout query once per arm over one unchanged memory artifact.
 
-    Every request of both arms is built with ``request_for`` (which validates it) before
-    ``retrieve`` runs the first. ``excluded_query_digests`` are the proposal's training and
-    validation query digests (``split.query_digest``); a holdout query among them is refused.
+    Every request of both arms is validated with ``request_for`` before ``retrieve`` runs the
+    first. ``excluded_query_digests`` are the proposal's training and validation query digests
+    (``split.query_digest``); a holdout query among them is refused.
     """
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
@@ -348,25 +348,24 @@ def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for:
             "training or validation queries (excluded_query_digests); retire them with retire_holdout_queries() "
             "or register other holdout queries, so the holdout stays independent of the proposal")
 
-    arguments = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
-                      limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
-                      event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
-    requests: list[tuple[RetrievalRequest, RetrievalRequest]] = []
-    for q, kwargs in zip(queries, arguments):  # every request of both arms is valid before the first runs
-        try:
-            requests.append((request_for(q.query, ranking_multipliers=baseline, **kwargs),
-                             request_for(q.query, ranking_multipliers=candidate, **kwargs)))
-        except InvalidInput as exc:
-            raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
-                               "retire_holdout_queries() and register a valid one") from None
+    requests = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
+                     limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
+                     event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
+    for q, request in zip(queries, requests):  # every request of both arms is valid before the first runs
+        for multipliers in (baseline, candidate):
+            try:
+                request_for(q.query, ranking_multipliers=multipliers, **request)
+            except InvalidInput as exc:
+                raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
+                                   "retire_holdout_queries() and register a valid one") from None
 
     before = memory_artifact_digest(store, owner)
     trials: list[FullRetrievalTrial] = []
     receipts: dict[UUID, tuple[RetrievalReceipt, str]] = {}
-    for q, pair in zip(queries, requests):
+    for q, request in zip(queries, requests):
         ids = []
-        for arm, request in zip(("baseline", "candidate"), pair):
-            response = retrieve(request)
+        for arm, multipliers in (("baseline", baseline), ("candidate", candidate)):
+            response = retrieve(q.query, ranking_multipliers=multipliers, **request)
             meta = response.metadata
             if not meta.receipt_persisted or meta.receipt_checksum is None:
                 raise HoldoutIntegrityError(

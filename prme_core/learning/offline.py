@@ -26,6 +26,7 @@ from prme_core.learning.observations import Prepared, prepare
 from prme_core.learning.proposal import LearningCoverage, LearningEvaluation, QueryLearningResult, learning_input_checksum
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
+from prme_core.validation import parse_model
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,6 @@ def evaluate_learning(snapshot: FeedbackSnapshot, *, owner: str, scopes: Any, su
                       config: LearningConfig | Mapping[str, Any] | None = None,
                       query_groups: Mapping[Any, str] | None = None) -> LearningEvaluation:
     """Fit and judge a multiplier proposal for one owner and exact scope set (pure)."""
-    from prme_core.validation import parse_model
-
     cfg = None if config is None else parse_model(LearningConfig, config, "config")
     prepared = prepare(snapshot, owner=owner, scopes=scopes, surface=surface, config=cfg, query_groups=query_groups)
     return evaluate_prepared(prepared)

@@ -3,20 +3,35 @@
 Each function takes the persisted output of a stage (plus, where needed, the live pointer or
 the running pipeline's identity) and returns whether the gate passed, a one-line reason and the
 facts a person checks first. ``prme_assets.checks`` only maps these to asset-check results.
+The verdicts on a candidate profile are in ``profiles.verdicts`` (profiles sit above learning).
+
+A failing verdict is one of two kinds. An *expected "no"* (``expected=True``) is sound evidence
+saying "not enough evidence" or "no improvement" (coverage short, offline or holdout decision
+``insufficient_data``/``no_improvement``, no registered holdout queries); its facts say what is
+needed (``needs``, ``more_groups_needed``, from ``learning.power``). Every other "no" is an
+*integrity failure* (receipts that do not replay, memory changed during the holdout, holdout
+queries overlapping training, evidence not bound, runtime incompatible): someone must look at
+it. Failing is the default, so a new reason is an integrity failure until classified. Neither
+kind lets a profile through; the kind only decides how an orchestrator reports the "no".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
-from uuid import UUID
+from typing import Any, Literal
 
 from prme_core.learning.bootstrap import CONFIDENCE
+from prme_core.learning.config import LearningConfig
+from prme_core.learning.power import (
+    GroupsNeeded,
+    holdout_groups_needed,
+    offline_groups_needed,
+)
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
-from prme_core.profiles.model import RankingProfile
-from prme_core.profiles.registry import inapplicable_reason
-from prme_core.retrieval.config import ScoringWeights
+
+VerdictOutcome = Literal["passed", "expected_no", "integrity_failure"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,39 @@ class Verdict:
     passed: bool
     description: str
     facts: dict[str, Any] = field(default_factory=dict)
+    expected: bool = False
+    """For a failing verdict: the "no" is an expected outcome of sound evidence, not an
+    integrity failure."""
+
+    @property
+    def outcome(self) -> VerdictOutcome:
+        if self.passed:
+            return "passed"
+        return "expected_no" if self.expected else "integrity_failure"
+
+
+def _coverage_needs(training: int, validation: int, config: LearningConfig) -> dict[str, Any]:
+    """New judged query groups to collect until both splits reach their minimum (the hash puts
+    ``validation_fraction`` of new groups in validation)."""
+    short_t = max(0, config.min_training_queries - training)
+    short_v = max(0, config.min_validation_queries - validation)
+    more = max(math.ceil(short_t / (1.0 - config.validation_fraction)), math.ceil(short_v / config.validation_fraction))
+    return {"more_groups_needed": more,
+            "needs": f"needs about {more} more judged queries to reach {config.min_training_queries} training and "
+                     f"{config.min_validation_queries} validation groups"}
+
+
+def _power_needs(estimate: GroupsNeeded, more: int | None, noun: str) -> dict[str, Any]:
+    """What a "no" with per-group differences needs: more groups for 80% power at the observed
+    gain, or "no measurable gain" when the gain is ≤ 0."""
+    if more is None:
+        needs = "no measurable gain"
+    elif more == 0:
+        needs = f"enough {noun} for 80% power at the observed gain"
+    else:
+        needs = f"needs about {more} more {noun}"
+    return {"observed_sd": estimate.sd if estimate.observed_groups >= 2 else None,
+            "groups_for_power": estimate.groups_for_power, "more_groups_needed": more, "needs": needs}
 
 
 def coverage_verdict(split: SplitSummary) -> Verdict:
@@ -36,7 +84,9 @@ def coverage_verdict(split: SplitSummary) -> Verdict:
         return Verdict(True, f"{c.training_queries} training and {c.validation_queries} validation groups", facts)
     return Verdict(False, f"insufficient coverage: {c.training_queries}/{split.min_training_queries} training and "
                           f"{c.validation_queries}/{split.min_validation_queries} validation groups; collect more "
-                          "judged queries for this scope set", facts)
+                          "judged queries for this scope set",
+                   {**facts, "decision": "insufficient_data",
+                    **_coverage_needs(c.training_queries, c.validation_queries, split.config)}, expected=True)
 
 
 def replay_verdict(split: SplitSummary) -> Verdict:
@@ -59,7 +109,12 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
     if proposal.decision == "improved_on_observed_candidates":
         return Verdict(True, f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
                              f"[{interval[0]:+.4f}, {interval[1]:+.4f}]", facts)  # type: ignore[index]
-    return Verdict(False, f"offline gate: {proposal.decision}", facts)
+    if proposal.decision == "insufficient_data":
+        needs = _coverage_needs(proposal.coverage.training_queries, proposal.coverage.validation_queries,
+                                proposal.config)
+    else:
+        needs = _power_needs(*offline_groups_needed(proposal), "judged queries")
+    return Verdict(False, f"offline gate: {proposal.decision}", {**facts, **needs}, expected=True)
 
 
 def holdout_memory_verdict(outcome: HoldoutOutcome) -> Verdict:
@@ -67,14 +122,16 @@ def holdout_memory_verdict(outcome: HoldoutOutcome) -> Verdict:
     if outcome.status == "memory_changed":
         return Verdict(False, "memory changed while the holdout ran; pause writes for this owner and rerun", facts)
     if outcome.status != "evaluated":
-        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", facts)
+        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", facts,
+                       expected=outcome.status == "no_holdout_queries")
     return Verdict(outcome.memory_before == outcome.memory_after, "memory unchanged across all paired retrievals", facts)
 
 
 def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
     e = outcome.evaluation
     if e is None:
-        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", {"status": outcome.status})
+        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", {"status": outcome.status},
+                       expected=outcome.status == "no_holdout_queries")
     interval = e.ndcg_gain_interval
     facts = {"decision": e.decision, "ndcg_gain": e.ndcg_gain, "recall_gain": e.recall_gain, "mrr_gain": e.mrr_gain,
              "interval_low": None if interval is None else interval[0],
@@ -85,32 +142,12 @@ def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
              "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id)}
     if e.decision == "improved_full_retrieval":
         return Verdict(True, f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups", facts)
-    return Verdict(False, f"holdout gate: {e.decision}", facts)
-
-
-def evidence_bound_verdict(profile: RankingProfile, proposal: LearningEvaluation, outcome: HoldoutOutcome,
-                           active_profile_id: UUID | None) -> Verdict:
-    """The profile embeds exactly the gated evidence, and the baseline it was evaluated against
-    is still what serves the scope set (otherwise it is stale and must be re-evaluated)."""
-    facts = {"profile_id": str(profile.profile_id), "proposal_input_checksum": proposal.input_checksum,
-             "holdout_input_checksum": None if outcome.evaluation is None else outcome.evaluation.input_checksum,
-             "baseline_profile_id": None if profile.baseline_profile_id is None else str(profile.baseline_profile_id),
-             "active_profile_id": None if active_profile_id is None else str(active_profile_id)}
-    if profile.proposal != proposal or outcome.evaluation is None or profile.holdout != outcome.evaluation:
-        return Verdict(False, "the profile does not embed the gated proposal and holdout", facts)
-    if profile.baseline_profile_id != outcome.baseline_profile_id:
-        return Verdict(False, "the profile names a different baseline than the holdout ran against", facts)
-    if active_profile_id != profile.baseline_profile_id:
-        return Verdict(False, "stale baseline: the active profile changed since the holdout; re-run the holdout", facts)
-    return Verdict(True, "the profile embeds both passing reports and its baseline is current", facts)
-
-
-def runtime_verdict(profile: RankingProfile, *, running_features_sha256: str, running_scoring: ScoringWeights) -> Verdict:
-    app = profile.application()
-    reason = inapplicable_reason(app.feature_identity_sha256, app.base_scoring,
-                                 running_features_sha=running_features_sha256, running_scoring=running_scoring)
-    facts = {"recorded_feature_identity": app.feature_identity_sha256, "running_feature_identity": running_features_sha256,
-             "base_scoring_matches": app.base_scoring == running_scoring}
-    if reason is None:
-        return Verdict(True, "feature identity and base scoring match the running pipeline", facts)
-    return Verdict(False, f"inapplicable to the running pipeline: {reason}", facts)
+    estimate = holdout_groups_needed(e)
+    more = estimate.more_groups
+    if e.decision == "insufficient_data":  # the minimum first, then power if there is a gain
+        more = max(e.config.min_query_groups - e.coverage.query_groups, more or 0)
+    needs = _power_needs(estimate, more, "judged holdout queries")
+    if e.decision == "insufficient_data" and estimate.more_groups is None:
+        needs["needs"] = (f"needs at least {more} more judged holdout queries to reach {e.config.min_query_groups}; "
+                          "no measurable gain so far")
+    return Verdict(False, f"holdout gate: {e.decision}", {**facts, **needs}, expected=True)

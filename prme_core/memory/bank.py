@@ -8,7 +8,7 @@ appends version + 1 and keeps the old one readable through ``history``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID, uuid4
 
 from prme_core.errors import InvalidInput, NodeNotFound
@@ -21,7 +21,6 @@ from prme_core.memory.models import (
     Page,
     content_sha256,
 )
-from prme_core.settings import EngineSettings
 from prme_core.storage.base import Store
 from prme_core.types import utc_now
 from prme_core.validation import check_flag, check_limit, check_no_nul, check_owner, check_scope_set, parse_model
@@ -30,6 +29,14 @@ MAX_BATCH_NODES = 50_000
 MAX_PAGE = 1000
 
 MemoryLike = MemoryInput | Mapping[str, Any] | str
+
+
+class ScopeSettings(Protocol):
+    """What the bank reads from the engine's settings (``prme_core.settings.EngineSettings``, which
+    sits above memory because it also configures retrieval and the store): the configured scopes."""
+
+    @property
+    def scopes(self) -> tuple[str, ...]: ...
 
 
 def parse_uuid(value: Any, field: str) -> UUID:
@@ -47,7 +54,7 @@ def parse_uuid(value: Any, field: str) -> UUID:
 class MemoryBank:
     """Owner-scoped node and edge operations over a store."""
 
-    def __init__(self, store: Store, settings: EngineSettings) -> None:
+    def __init__(self, store: Store, settings: ScopeSettings) -> None:
         self.store = store
         self.settings = settings
 

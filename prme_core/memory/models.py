@@ -12,7 +12,6 @@ Bounds are explicit and documented in the README ("Limits"):
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 from typing import Annotated, Any
 from uuid import UUID
@@ -22,6 +21,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.types import (
     NUL_MESSAGE,
+    SCOPE_NAME_PATTERN,
     FrozenModel,
     NonBlank,
     NulFree,
@@ -36,7 +36,6 @@ MAX_CONTENT_BYTES = 65_536
 MAX_METADATA_BYTES = 16_384
 MAX_SESSION_ID_CHARS = 256
 DEFAULT_SCOPES: tuple[str, ...] = ("personal", "project", "organization", "agent")
-SCOPE_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 
 ScopeName = Annotated[str, StringConstraints(pattern=SCOPE_NAME_PATTERN)]
 ScopeSet = Annotated[tuple[ScopeName, ...], Field(min_length=1), SortedUnique]
@@ -217,10 +216,3 @@ class Page(FrozenModel):
     items: tuple[MemoryNode, ...]
     next_cursor: str | None = None
 
-
-_SCOPE_RE = re.compile(SCOPE_NAME_PATTERN)
-
-
-def is_scope_name(value: object) -> bool:
-    """True for a whole-string scope name (``fullmatch``: ``$`` alone would accept a trailing newline)."""
-    return isinstance(value, str) and _SCOPE_RE.fullmatch(value) is not None

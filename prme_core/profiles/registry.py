@@ -35,6 +35,7 @@ from prme_core.errors import (
 from prme_core.feedback.records import parse_record, record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.proposal import LearningEvaluation
+from prme_core.memory.bank import parse_uuid
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.config import ScoringWeights
@@ -52,20 +53,14 @@ MAX_HISTORY = 1_000_000
 Applicability = Callable[[RankingProfile], str | None]  # reason it cannot apply, or None
 
 
-def _uuid(value: Any, field: str) -> UUID:
-    from prme_core.memory.bank import parse_uuid
-
-    return parse_uuid(value, field)
-
-
 # --- profiles -------------------------------------------------------------------------------
 
 def create_profile(store: Store, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: Any,
                    profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
     """Validate and persist a profile (its complete evidence) without activating it."""
     owner = check_owner(owner)
-    pid = uuid4() if profile_id is None else _uuid(profile_id, "profile_id")
-    baseline = None if baseline_profile_id is None else _uuid(baseline_profile_id, "baseline_profile_id")
+    pid = uuid4() if profile_id is None else parse_uuid(profile_id, "profile_id")
+    baseline = None if baseline_profile_id is None else parse_uuid(baseline_profile_id, "baseline_profile_id")
     if baseline is not None:
         base = get_profile(store, baseline, owner)
         if base is None:
@@ -93,7 +88,7 @@ def create_profile(store: Store, proposal: LearningEvaluation, holdout: FullRetr
 
 def get_profile(store: Store, profile_id: Any, owner: Any) -> RankingProfile | None:
     owner = check_owner(owner)
-    pid = _uuid(profile_id, "profile_id")
+    pid = parse_uuid(profile_id, "profile_id")
     with store.transaction(read_only=True) as tx:
         op = tx.get_operation(owner, record_operation_id("ranking-profile", owner, pid))
     return None if op is None or op.op_type != OP_PROFILE else parse_record(RankingProfile, op, owner, "profile_id")
@@ -102,7 +97,7 @@ def get_profile(store: Store, profile_id: Any, owner: Any) -> RankingProfile | N
 def list_profiles(store: Store, owner: Any, *, after: Any = None, limit: int = 100) -> list[RankingProfile]:
     owner = check_owner(owner)
     with store.transaction(read_only=True) as tx:
-        ops = tx.list_operations(owner, OP_PROFILE, after_target=None if after is None else str(_uuid(after, "after")),
+        ops = tx.list_operations(owner, OP_PROFILE, after_target=None if after is None else str(parse_uuid(after, "after")),
                                  limit=check_limit(limit))
     return [parse_record(RankingProfile, op, owner, "profile_id") for op in ops]
 
@@ -132,7 +127,7 @@ def last_served(store: Store, owner: Any, scopes: Any, profile_id: Any) -> Ranki
     """The newest change that made a profile active on (owner, exact scope set), or None."""
     owner = check_owner(owner)
     with store.transaction(read_only=True) as tx:
-        return _last_served(tx, owner, scope_key(check_scope_set(scopes)), _uuid(profile_id, "profile_id"))
+        return _last_served(tx, owner, scope_key(check_scope_set(scopes)), parse_uuid(profile_id, "profile_id"))
 
 
 def _replaced(profile_id: UUID, served: RankingProfileState, latest: RankingProfileState) -> ReactivationRefused:
@@ -182,7 +177,7 @@ def history(store: Store, owner: Any, scopes: Any, *, limit: int = 100, before: 
     limit = check_limit(limit)
     states = _all_states(store, owner, scopes)
     if before is not None:
-        marker = _uuid(before, "before")
+        marker = parse_uuid(before, "before")
         index = next((i for i, s in enumerate(states) if s.change_id == marker), None)
         if index is None:
             raise InvalidInput("before", f"{marker} is not a change of this scope set")
@@ -324,7 +319,7 @@ def activate(store: Store, profile_id: Any, *, owner: Any, change_id: Any = None
     if profile is None:
         raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
     return change_pointer(store, owner=owner, scopes=profile.scopes, action="activate", target=profile,
-                          change_id=None if change_id is None else _uuid(change_id, "change_id"),
+                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"),
                           expected=profile.baseline_profile_id, applicability=applicability, reactivate=reactivate)
 
 
@@ -332,9 +327,9 @@ def deactivate(store: Store, *, owner: Any, scopes: Any, change_id: Any = None,
                expected_profile_id: Any = KEEP) -> RankingProfileState:
     """Return (owner, scope set) to base scoring: a recorded state, unlike "never activated"."""
     owner = check_owner(owner)
-    expected = expected_profile_id if expected_profile_id in (KEEP, None) else _uuid(expected_profile_id, "expected_profile_id")
+    expected = expected_profile_id if expected_profile_id in (KEEP, None) else parse_uuid(expected_profile_id, "expected_profile_id")
     return change_pointer(store, owner=owner, scopes=check_scope_set(scopes), action="deactivate", target=None,
-                          change_id=None if change_id is None else _uuid(change_id, "change_id"), expected=expected)
+                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"), expected=expected)
 
 
 def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_id: Any = None,
@@ -349,9 +344,9 @@ def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_i
             raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
         if target.scopes != scope_set:
             raise InvalidInput("profile_id", f"profile {profile_id} belongs to scope set {target.scope_key!r}")
-    expected = expected_profile_id if expected_profile_id in (KEEP, None) else _uuid(expected_profile_id, "expected_profile_id")
+    expected = expected_profile_id if expected_profile_id in (KEEP, None) else parse_uuid(expected_profile_id, "expected_profile_id")
     return change_pointer(store, owner=owner, scopes=scope_set, action="rollback", target=target,
-                          change_id=None if change_id is None else _uuid(change_id, "change_id"), expected=expected,
+                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"), expected=expected,
                           applicability=applicability)
 
 

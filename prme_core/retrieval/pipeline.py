@@ -28,6 +28,7 @@ import bm25s
 import numpy as np
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints, model_validator
 
+from prme_core.canonical import utc_isoformat
 from prme_core.errors import InvalidInput, UnsupportedOperation
 from prme_core.features import EPISTEMIC_INDEX, TRACE_FEATURES
 from prme_core.memory.models import ScopeName
@@ -77,6 +78,7 @@ from prme_core.types import (
     to_epoch_us,
     utc_now,
 )
+from prme_core.validation import check_owner, check_scope_set, parse_model
 
 log = logging.getLogger(__name__)
 
@@ -480,8 +482,6 @@ def _opt_int(value: float) -> int | None:
 
 
 def _iso(value: datetime | None) -> str | None:
-    from prme_core.canonical import utc_isoformat
-
     return None if value is None else utc_isoformat(value)
 
 
@@ -493,8 +493,6 @@ def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[
                   ranking_multipliers: Any = None, include_cross_scope: Any = False,
                   retrieval_mode: Any = "hybrid") -> RetrievalRequest:
     """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
-    from prme_core.validation import check_owner, check_scope_set, parse_model
-
     owner = check_owner(owner)
     scopes = check_scope_set(default_scopes if scopes is None else scopes, allowed=default_scopes)
     scoring_model = _merged(ScoringWeights, default_scoring, scoring, "scoring")
@@ -519,8 +517,6 @@ def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[
 
 
 def _merged(model: type, default: Any, override: Any, field: str, extra: Mapping[str, Any] | None = None) -> Any:
-    from prme_core.validation import parse_model
-
     if isinstance(override, model):
         base = override.model_dump()
     elif override is None:

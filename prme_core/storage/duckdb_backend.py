@@ -23,9 +23,10 @@ from prme_core.errors import DuplicateKey, StoreDamaged, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.url import StoreURL, duckdb_path
 
-_INSERT_CHUNK_ROWS = 2000
+_UNNEST_INSERT_MAX_ROWS = 2000
+_INSERT_CHUNK_ROWS = 10_000
 _INSERT_CHUNK_CHARS = 16 * 1024 * 1024
-_MEMORY_LIMIT = "1GiB"  # DuckDB buffer memory of a file store; past it, data spills beside the file
+_WRITE_MEMORY_LIMIT = "1GiB"  # DuckDB memory during a large write; past it, data spills beside the file
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 _INHERITED: list[duckdb.DuckDBPyConnection] = []  # forked copies, kept from closing (see close)
@@ -42,21 +43,29 @@ def _file_lock(target: str) -> threading.RLock:
         return _FILE_LOCKS.setdefault(str(path.resolve()), threading.RLock())
 
 
+@contextmanager
+def _duplicate_keys() -> Iterator[None]:
+    try:
+        yield
+    except duckdb.ConstraintException as exc:
+        if "duplicate key" in str(exc).lower():
+            raise DuplicateKey(f"duplicate key: {exc}") from exc
+        raise
+
+
 class _DuckConnection:
-    def __init__(self, raw: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, raw: duckdb.DuckDBPyConnection, spills: bool = False) -> None:
         self.raw = raw
+        self._spills = spills  # a file database can spill to the temporary directory beside it
+        self._memory_bounded = False  # a large write lowered the memory limit until its transaction ends
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         result = self.fetchall(sql, params)
         return int(result[0][0]) if result and result[0] and isinstance(result[0][0], int) else 0
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        try:
+        with _duplicate_keys():
             return self.raw.execute(sql, list(params)).fetchall()
-        except duckdb.ConstraintException as exc:
-            if "duplicate key" in str(exc).lower():
-                raise DuplicateKey(f"duplicate key: {exc}") from exc
-            raise
 
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         return self.raw.sql(sql, params=list(params)).to_arrow_table()
@@ -68,20 +77,52 @@ class _DuckConnection:
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """Insert ``rows`` in bounded statements inside the caller's transaction (which keeps
         the batch atomic): at most ``_INSERT_CHUNK_ROWS`` rows and about
-        ``_INSERT_CHUNK_CHARS`` characters of text per statement, so the parameters built for
-        one statement stay small whatever the batch size."""
+        ``_INSERT_CHUNK_CHARS`` characters of text per statement, so what one statement
+        converts stays small whatever the batch size. A batch of several chunks also bounds
+        DuckDB's memory until the transaction ends (see ``_bound_memory``)."""
         for chunk in _insert_chunks(rows):
-            if len(chunk) == 1:
-                marks = ", ".join("?" * len(columns))
-                self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", list(chunk[0]))
-                continue
+            if len(chunk) < len(rows):
+                self._bound_memory()
+            self._insert_chunk(table, columns, chunk)
+
+    def _insert_chunk(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        names = ", ".join(columns)
+        if len(rows) == 1:
+            self.fetchall(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})", list(rows[0]))
+        elif len(rows) <= _UNNEST_INSERT_MAX_ROWS:
             # One statement with one list parameter per column: DuckDB's per-statement cost
-            # dominates small writes, and unnest binds far faster than a VALUES list. (A
-            # registered Arrow table is no cheaper, and DuckDB keeps a copy of its strings
-            # alive until the transaction ends, outside its memory limit.)
-            lists = [list(column) for column in zip(*chunk)]
-            select = ", ".join("unnest(?)" for _ in columns)
-            self.fetchall(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}", lists)
+            # dominates small writes, and unnest binds far faster than a VALUES list.
+            lists = [list(column) for column in zip(*rows)]
+            self.fetchall(f"INSERT INTO {table} ({names}) SELECT {', '.join('unnest(?)' for _ in columns)}", lists)
+        else:
+            # Larger chunks convert faster through Arrow. DuckDB finds the table by this local
+            # variable's name (a replacement scan); ``register`` would keep the table's data
+            # alive until the transaction ends, outside DuckDB's memory limit, and a relation's
+            # ``query`` hides a constraint error behind "transaction is aborted".
+            _prme_batch = pa.table({name: [row[i] for row in rows] for i, name in enumerate(columns)})
+            with _duplicate_keys():  # the scan looks in the frame that calls execute: this one
+                self.raw.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _prme_batch").fetchall()
+
+    def _bound_memory(self) -> None:
+        """Hold DuckDB to ``_WRITE_MEMORY_LIMIT`` until this transaction ends. Its uncommitted
+        rows stay in DuckDB's memory until COMMIT (a 50,000-memory batch of 64 KiB contents is
+        ~4 GiB per table); under the bound they spill beside the file instead of growing the
+        process. Reads keep DuckDB's default limit, which large result sets need."""
+        if self._spills and not self._memory_bounded:
+            self.raw.execute(f"SET memory_limit = '{_WRITE_MEMORY_LIMIT}'")
+            self._memory_bounded = True
+
+    @contextmanager
+    def memory_bound_released(self) -> Iterator[None]:
+        """Around a transaction: when it ends, restore DuckDB's default memory limit if a large
+        write lowered it (RESET, not the value read before: DuckDB rounds what it reports)."""
+        try:
+            yield
+        finally:
+            if self._memory_bounded:
+                self._memory_bounded = False
+                with suppress(duckdb.Error):  # a failed restore must not hide the transaction's own error
+                    self.raw.execute("RESET memory_limit")
 
     def sha256_sql(self, column: str) -> str | None:
         # DuckDB's sha256() runs at ~200 MB/s here; fetching the payload and hashing it with
@@ -122,12 +163,7 @@ class DuckDBStore(SqlStore):
         self._pid = os.getpid()
         timeout = float(url.options.get("lock_timeout", "60"))
         self._raw = _connect_with_backoff(url.target, timeout)
-        if path is not None:
-            # A transaction's uncommitted rows live in DuckDB's buffer memory until COMMIT (a
-            # 50,000-memory batch of 64 KiB contents is ~4 GiB per table); with a bound they
-            # spill to the temporary directory beside the file instead of growing the process.
-            self._raw.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'")
-        self._conn = _DuckConnection(self._raw)
+        self._conn = _DuckConnection(self._raw, spills=path is not None)
         try:
             super().__init__()
         except BaseException:
@@ -154,7 +190,7 @@ class DuckDBStore(SqlStore):
         with self._lock:
             if self._raw is None:
                 raise StoreUnavailable("the store is closed; open a new one")
-            with _damage_reported(self._url.target):
+            with _damage_reported(self._url.target), self._conn.memory_bound_released():
                 if read_only:  # single statements in autocommit: no BEGIN/COMMIT round trips
                     yield self._conn
                     return

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pyarrow as pa
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from prme_core.errors import DuplicateKey, StoreUnavailable
@@ -100,6 +101,23 @@ class _PgConnection:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(key)])
 
 
+CONNECT_TIMEOUT_S = 5
+"""How long opening a store waits for the server to answer (libpq ``connect_timeout``)."""
+
+
+def unreachable_message(url: StoreURL, exc: BaseException) -> str:
+    """One line naming the server, database and user, with the server's (or libpq's) own reason."""
+    try:
+        info = conninfo_to_dict(url.target)
+    except psycopg.Error:
+        info = {}
+    where = (f"host {info.get('host') or 'localhost'}, port {info.get('port') or 5432}, "
+             f"database {info.get('dbname') or '(default)'}, user {info.get('user') or '(default)'}")
+    reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+    return (f"cannot connect to PostgreSQL ({where}; {url.redacted()}): {reason} — check the store URL "
+            "(PRME_STORE_URL or --store) and that the server runs and accepts this user and database")
+
+
 class PostgresStore(SqlStore):
     """PostgreSQL through a psycopg 3 pool (``pool_size`` URL option, default 4)."""
 
@@ -112,10 +130,18 @@ class PostgresStore(SqlStore):
         kwargs: dict[str, Any] = {"autocommit": False}
         if schema:
             kwargs["options"] = f"-c search_path={schema}"
-        try:
+        try:  # one direct connection first: the server's own refusal arrives at once, with its reason
+            probe = psycopg.connect(url.target, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(unreachable_message(url, exc)) from exc
+        with probe:
             if schema:
-                with psycopg.connect(url.target, autocommit=True, connect_timeout=10) as conn:
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                try:
+                    probe.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                except psycopg.Error as exc:
+                    raise StoreUnavailable(f"cannot create schema {schema!r} on {url.redacted()}: "
+                                           f"{' '.join(str(exc).split())}") from exc
+        try:
             self._pool = ConnectionPool(url.target, min_size=1, max_size=size, kwargs=kwargs, open=True, timeout=30)
             self._pool.wait(timeout=10)
         except (psycopg.Error, Exception) as exc:  # the pool wraps connection errors in its own types

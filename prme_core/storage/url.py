@@ -35,6 +35,23 @@ class StoreURL:
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
+    def identity(self) -> str:
+        """Which store this is, whatever the spelling or credentials: the absolute DuckDB file
+        (or ``:memory:``), or the PostgreSQL host, port, database and ``prme_schema``."""
+        if self.backend == "duckdb":
+            path = duckdb_path(self.target)
+            return f"duckdb:{':memory:' if path is None else path.expanduser().resolve()}"
+        parts = urlsplit(self.target)
+        host = (parts.hostname or "localhost").lower()
+        database = parts.path.lstrip("/") or "(default)"
+        schema = self.options.get("prme_schema", "public")
+        try:
+            port = parts.port or 5432
+        except ValueError:  # not a number: libpq will refuse it; the identity keeps the text
+            port = parts.netloc.rsplit(":", 1)[-1]
+        return f"postgresql://{host}:{port}/{database}?prme_schema={schema}"
+
+
 _DUCKDB_OPTIONS = {"lock_timeout"}
 _POSTGRES_OPTIONS = {"prme_schema", "pool_size"}
 MAX_LOCK_TIMEOUT_S = 3600.0

@@ -1,4 +1,5 @@
-"""Every gate verdict of ``prme_core.learning.verdicts``: its pass case and each reason it fails.
+"""Every gate verdict of ``prme_core.learning.verdicts`` and ``prme_core.profiles.verdicts``: its
+pass case and each reason it fails.
 
 Split and proposal verdicts judge pure evaluations of synthetic receipts with a planted signal;
 holdout, evidence and runtime verdicts judge the learning lab's real retrievals (one store,
@@ -20,13 +21,12 @@ from prme_core.learning.stages import HoldoutOutcome, SplitSummary, candidate_pr
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.learning.verdicts import (
     coverage_verdict,
-    evidence_bound_verdict,
     holdout_gate_verdict,
     holdout_memory_verdict,
     offline_gate_verdict,
     replay_verdict,
-    runtime_verdict,
 )
+from prme_core.profiles.verdicts import evidence_bound_verdict, runtime_verdict
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY

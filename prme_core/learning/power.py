@@ -1,0 +1,73 @@
+"""How much more evidence a gain would need: a normal-approximation power estimate from the
+observed per-group differences of a report (pure; no I/O).
+
+For paired per-group NDCG differences with mean gain ``g > 0`` and sample standard deviation
+``s``, a two-sided 95% interval excludes 0 with 80% power at about
+``n80 = ⌈(1.96 + 0.84)² · s² / g²⌉`` groups. A gain ≤ 0 has no such number: more evidence of
+the same kind only makes "no gain" surer. The estimate assumes the observed spread and gain
+hold as groups are added; it is a planning figure, not a promise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.proposal import LearningEvaluation
+
+Z_INTERVAL = 1.96
+"""Two-sided 95% (the gates' bootstrap interval)."""
+Z_POWER = 0.84
+"""80% power."""
+
+
+@dataclass(frozen=True)
+class GroupsNeeded:
+    """The observed spread of per-group gains and the groups a gain of that size would need."""
+
+    observed_groups: int
+    gain: float
+    sd: float
+    groups_for_power: int | None
+    """Groups for 80% power at the observed gain and spread; None when the gain is ≤ 0 (or
+    fewer than two groups give no spread)."""
+
+    @property
+    def more_groups(self) -> int | None:
+        """Groups to add to the observed ones (0 when there are already enough)."""
+        return None if self.groups_for_power is None else max(0, self.groups_for_power - self.observed_groups)
+
+
+def groups_for_power(differences: Sequence[float] | np.ndarray) -> GroupsNeeded:
+    """``n80 ≈ (1.96 + 0.84)² · SD² / gain²`` from paired per-group differences."""
+    d = np.asarray(differences, dtype=np.float64)
+    n = int(d.size)
+    gain = float(d.mean()) if n else 0.0
+    sd = float(d.std(ddof=1)) if n >= 2 else 0.0
+    if n < 2 or not gain > 0.0:
+        return GroupsNeeded(n, gain, sd, None)
+    needed = math.ceil((Z_INTERVAL + Z_POWER) ** 2 * sd * sd / (gain * gain))
+    return GroupsNeeded(n, gain, sd, max(2, needed))
+
+
+def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int | None]:
+    """(estimate over the validation groups, more judged query groups to collect in total).
+
+    Only ``validation_fraction`` of new judged query groups land in validation (the split is a
+    hash), so the groups to collect are the validation groups needed divided by that fraction,
+    less every group already judged."""
+    validation = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
+    estimate = groups_for_power(validation)
+    if estimate.groups_for_power is None:
+        return estimate, None
+    total_needed = math.ceil(estimate.groups_for_power / report.config.validation_fraction)
+    return estimate, max(0, total_needed - len(report.queries))
+
+
+def holdout_groups_needed(evaluation: FullRetrievalEvaluation) -> GroupsNeeded:
+    """The estimate over the holdout's query groups (more registered holdout queries to add)."""
+    return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries])

@@ -1,0 +1,229 @@
+"""How a learning run ends in Dagster: an expected "no" (not enough evidence, no improvement) is a
+successful run whose later stages are skipped, with the failed gate's reason and what is needed;
+an integrity failure fails the run. Either way no profile is created or activated."""
+
+import dagster as dg
+import pytest
+
+import prme_assets.split as split_asset
+from prme_assets.activation import activation_request
+from prme_assets.check_records import latest_checks
+from prme_assets.checks import GATE_CHECKS, GATES
+from prme_assets.definitions import LEARNING_ASSETS
+from prme_assets.outcome import OUTCOME_KEYS, PREFIX, run_outcome
+from prme_assets.partitions import LEARNING_TARGETS, encode_target
+from prme_core import MemoryClient
+from prme_core.learning.stages import SplitSummary
+from tests.dagster_jobs import lab_resources
+from tests.learning_lab import TOPICS, build_lab
+
+OWNER, SCOPES = "alice", ("personal",)
+PARTITION = encode_target(OWNER, SCOPES)
+STAGES = ("feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout", "candidate_profile")
+CHECK_STEPS = {name: f"{asset}_{name}" for asset, name in GATE_CHECKS}
+
+
+@pytest.fixture
+def lab_url(tmp_path):
+    return f"duckdb:///{tmp_path / 'store.duckdb'}"
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
+        yield inst
+
+
+def _lab(url, **kw):
+    with MemoryClient(url) as client:
+        build_lab(client, **kw)
+
+
+def _run(url, instance, assets=(*LEARNING_ASSETS, *GATES), **kw):
+    return dg.materialize(list(assets), partition_key=PARTITION, instance=instance, resources=lab_resources(url),
+                          raise_on_error=False, **kw)
+
+
+def _steps(result) -> dict[str, str]:
+    """The last step event of each step: STEP_SUCCESS, STEP_FAILURE or STEP_SKIPPED (absent: not executed)."""
+    kinds = ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED")
+    return {e.step_key: e.event_type_value for e in result.all_events if e.event_type_value in kinds}
+
+
+def _materialized(result) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def _evaluation(result, name):
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
+    return evaluation, {k: v.value for k, v in evaluation.metadata.items()}
+
+
+def _logged(instance, result) -> str:
+    return "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
+
+
+def _refused(url, instance) -> str:
+    reason = activation_request(instance, PARTITION, lab_resources(url)["prme_store"])
+    assert isinstance(reason, str), reason
+    return reason
+
+
+def _no_profiles(url) -> bool:
+    with MemoryClient(url) as client:
+        return client.list_ranking_profiles(OWNER) == [] and client.get_active_ranking_profile(OWNER, SCOPES) is None
+
+
+def _assert_expected_no(result, gate, declining_stage):
+    """The run succeeded; the gate failed with WARN severity; the declining stage ran and
+    materialized nothing; every step after it was skipped."""
+    assert result.success
+    evaluation, meta = _evaluation(result, gate)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert evaluation.partition == PARTITION and meta["outcome"] == "expected_no"
+    assert meta["reason"] == evaluation.description
+    steps = _steps(result)
+    assert steps[declining_stage] == "STEP_SUCCESS" and declining_stage not in _materialized(result)
+    later = STAGES[STAGES.index(declining_stage) + 1:]
+    later_checks = [CHECK_STEPS[name] for asset, name in GATE_CHECKS if asset in (declining_stage, *later)]
+    assert all(steps[key] == "STEP_SKIPPED" for key in (*later, *later_checks)), steps
+    assert "STEP_FAILURE" not in steps.values()
+    return meta
+
+
+def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_skipped(lab_url, instance):
+    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    result = _run(lab_url, instance)
+    meta = _assert_expected_no(result, "coverage_sufficient", "ranking_proposal")
+    assert _materialized(result) == {"feedback_snapshot", "query_split"}
+    assert meta["needs"].startswith("needs about ") and meta["more_groups_needed"] > 0
+    assert _evaluation(result, "baseline_replay_exact")[0].passed
+    outcome = run_outcome(instance, result.run_id)
+    assert outcome["outcome"] == "expected_no" and outcome["stopped_by"] == "coverage_sufficient"
+    assert outcome["decision"] == "insufficient_data" and outcome["needs"] == meta["needs"]
+    assert outcome["reason"].startswith("insufficient coverage") and "gain" not in outcome
+    assert "ranking_proposal not computed: coverage_sufficient said no" in _logged(instance, result)
+    states = {c.name: c for c in latest_checks(instance, GATE_CHECKS, PARTITION)}
+    assert not states["offline_gate_passed"].evaluated and states["offline_gate_passed"].run_id == result.run_id
+    assert _refused(lab_url, instance) == "no candidate profile" and _no_profiles(lab_url)
+
+
+def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(lab_url, instance):
+    _lab(lab_url, signal="mixed")
+    result = _run(lab_url, instance)
+    meta = _assert_expected_no(result, "offline_gate_passed", "full_retrieval_holdout")
+    assert meta["decision"] == "no_improvement" and _materialized(result) == {"feedback_snapshot", "query_split",
+                                                                               "ranking_proposal"}
+    outcome = run_outcome(instance, result.run_id)
+    assert (outcome["outcome"], outcome["stopped_by"], outcome["decision"]) == (
+        "expected_no", "offline_gate_passed", "no_improvement")
+    assert float(outcome["gain"]) == meta["validation_ndcg_gain"]
+    assert (float(outcome["interval_low"]), float(outcome["interval_high"])) == (meta["interval_low"],
+                                                                                 meta["interval_high"])
+    assert outcome["needs"] == meta["needs"]
+    assert outcome["needs"] == "no measurable gain" or outcome["needs"].startswith(("needs about", "enough"))
+    assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
+
+
+def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(lab_url, instance):
+    _lab(lab_url, holdout_truth="vague")
+    result = _run(lab_url, instance)
+    meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
+    assert _evaluation(result, "holdout_memory_unchanged")[0].passed and meta["decision"] == "no_improvement"
+    assert "candidate_profile" not in _materialized(result) and _no_profiles(lab_url)
+    outcome = run_outcome(instance, result.run_id)
+    assert (outcome["outcome"], outcome["stopped_by"]) == ("expected_no", "holdout_gate_passed")
+    assert float(outcome["gain"]) == meta["ndcg_gain"] and outcome["needs"] == meta["needs"]
+    assert _refused(lab_url, instance) == "no candidate profile"
+
+
+def test_a_holdout_short_of_groups_says_how_many_more_holdout_queries_it_needs(lab_url, instance):
+    _lab(lab_url)
+    short = {"ops": {"full_retrieval_holdout": {"config": {"min_query_groups": 100}}}}  # the lab registers 60
+    result = _run(lab_url, instance, run_config=short)
+    meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
+    more = 100 - meta["query_groups"]
+    assert meta["decision"] == "insufficient_data" and meta["more_groups_needed"] == more
+    assert meta["needs"] == f"needs about {more} more judged holdout queries"
+    assert run_outcome(instance, result.run_id)["more_groups_needed"] == str(more) and _no_profiles(lab_url)
+
+
+def test_no_registered_holdout_queries_is_an_expected_no(lab_url, instance):
+    _lab(lab_url, holdout=False)
+    result = _run(lab_url, instance)
+    _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
+    memory, _ = _evaluation(result, "holdout_memory_unchanged")
+    assert not memory.passed and memory.severity == dg.AssetCheckSeverity.WARN
+    outcome = run_outcome(instance, result.run_id)
+    assert (outcome["stopped_by"], outcome["decision"]) == ("holdout_gate_passed", "no_holdout_queries")
+    assert _no_profiles(lab_url) and _refused(lab_url, instance) == "no candidate profile"
+
+
+def test_a_candidate_profile_materialized_alone_after_a_holdout_no_creates_nothing(lab_url, instance):
+    _lab(lab_url, holdout_truth="vague")
+    assert _run(lab_url, instance).success
+    alone = _run(lab_url, instance, assets=LEARNING_ASSETS, selection=["candidate_profile"])
+    assert alone.success and _materialized(alone) == set() and _no_profiles(lab_url)
+    assert run_outcome(instance, alone.run_id)["stopped_by"] == "holdout_gate_passed"
+
+
+def _assert_integrity_failure(result, gate, not_executed):
+    assert not result.success
+    evaluation, meta = _evaluation(result, gate)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert meta["outcome"] == "integrity_failure" and meta["reason"] == evaluation.description
+    steps = _steps(result)
+    assert steps[CHECK_STEPS[gate]] == "STEP_FAILURE" and all(s not in steps for s in not_executed), steps
+
+
+def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch):
+    _lab(lab_url)
+    original = split_asset.split_stage
+
+    def split_with_mismatches(*args, **kw):
+        summary = original(*args, **kw)
+        return SplitSummary(**{**dict(summary), "replay_mismatches": 2, "replay_worst_difference": 0.5})
+
+    monkeypatch.setattr(split_asset, "split_stage", split_with_mismatches)
+    result = _run(lab_url, instance)
+    _assert_integrity_failure(result, "baseline_replay_exact", STAGES[2:])
+    assert _materialized(result) == {"feedback_snapshot", "query_split"}
+    outcome = run_outcome(instance, result.run_id)
+    assert (outcome["outcome"], outcome["stopped_by"]) == ("integrity_failure", "baseline_replay_exact")
+    assert "do not replay" in outcome["reason"]
+    assert _refused(lab_url, instance) == "no candidate profile" and _no_profiles(lab_url)
+
+
+def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, monkeypatch):
+    _lab(lab_url)
+    original = MemoryClient.retrieve
+    calls = []
+
+    def retrieve_and_write(self, query, **kw):
+        calls.append(query)
+        if len(calls) == 3:  # a write lands in the middle of the paired retrievals
+            self.store_memory(OWNER, "Alice: a memory written while the holdout ran")
+        return original(self, query, **kw)
+
+    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write)
+    result = _run(lab_url, instance)
+    _assert_integrity_failure(result, "holdout_memory_unchanged", ("candidate_profile",))
+    gate, _ = _evaluation(result, "holdout_gate_passed")
+    assert not gate.passed and gate.severity == dg.AssetCheckSeverity.ERROR  # no evaluation to judge
+    assert run_outcome(instance, result.run_id)["outcome"] == "integrity_failure"
+    assert _refused(lab_url, instance) == "no candidate profile" and _no_profiles(lab_url)
+
+
+def test_a_passing_run_records_its_outcome_and_profile(lab_url, instance):
+    _lab(lab_url)
+    result = _run(lab_url, instance)
+    assert result.success and "candidate_profile" in _materialized(result)
+    outcome = run_outcome(instance, result.run_id)
+    profile_id = instance.get_latest_materialization_event(dg.AssetKey("candidate_profile")) \
+        .asset_materialization.metadata["profile_id"].value
+    assert (outcome["outcome"], outcome["decision"], outcome["profile_id"]) == (
+        "passed", "improved_full_retrieval", profile_id)
+    assert "stopped_by" not in outcome and float(outcome["interval_low"]) > 0
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert all(PREFIX + key in tags for key in OUTCOME_KEYS)  # every key written, empty when it does not apply
