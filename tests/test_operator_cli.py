@@ -22,8 +22,7 @@ from prme_core import MemoryClient
 from prme_core.datasets.locomo import read_locomo, split_questions
 from tests.conftest import _postgres_dsn
 
-WORDS = ("kayak lantern meadow quartz harbor violin saffron glacier orchard falcon cobalt tundra pepper marble "
-         "canyon ember willow bison").split()
+WORDS = ["kayak", "lantern", "meadow", "quartz", "harbor", "violin", "saffron", "glacier", "orchard", "falcon", "cobalt", "tundra", "pepper", "marble", "canyon", "ember", "willow", "bison"]
 _BIN = shutil.which("prme", path=str(Path(sys.executable).parent))
 PRME = [_BIN] if _BIN else [sys.executable, "-m", "prme_assets.cli"]
 
@@ -65,7 +64,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def prme(*args: str, cwd: Path, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*PRME, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*PRME, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def first_line(result: subprocess.CompletedProcess) -> str:
@@ -102,9 +102,10 @@ def test_help_is_plain_text_and_loads_neither_dagster_nor_the_engine(workdir):
     assert result.returncode == 0
     assert "exit codes:" in result.stdout and "prme main" not in result.stderr
     assert "``" not in result.stdout and ":class:" not in result.stdout
-    probe = subprocess.run([sys.executable, "-c", "import sys, prme_assets.cli as c; c.build_parser(); "
-                            "print(sorted(m for m in ('dagster', 'prme_core.engine', 'numpy') if m in sys.modules))"],
-                           capture_output=True, text=True, cwd=workdir, timeout=60)
+    code = ("import sys, prme_assets.cli as c; c.build_parser(); "
+            "print(sorted(m for m in ('dagster', 'prme_core.engine', 'numpy') if m in sys.modules))")
+    probe = subprocess.run([sys.executable, "-c", code],
+                           capture_output=True, text=True, cwd=workdir, timeout=60, check=False)
     assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr
     assert time.perf_counter() - started < 10
 
@@ -142,8 +143,8 @@ def test_missing_data_file_names_the_path(workdir):
 @pytest.mark.parametrize("content, says", [
     ('[{"sample_id": "x", ', "is not JSON"),
     ('{"not": "a list"}', "must hold a JSON list of conversations"),
-    ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", '
-     '"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A"}]}}]', "KeyError 'dia_id'"),
+    (('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", '
+      '"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A"}]}}]'), "KeyError 'dia_id'"),
 ])
 def test_malformed_data_file_names_its_path(workdir, content, says):
     bad = workdir / "broken.json"
@@ -171,8 +172,9 @@ def test_debug_adds_the_traceback_before_the_line(workdir, data_file):
 
 def test_locked_duckdb_store_fails_in_one_line_naming_the_file(workdir, data_file):
     path = workdir / "held.duckdb"
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                               "print('locked', flush=True); time.sleep(120)", str(path)],
+    hold = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+            "print('locked', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -272,8 +274,8 @@ def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_noth
             process.kill()
     assert code == 130
     assert stopped_after < 10
-    assert rest.splitlines() == [f"prme: stopped by SIGINT; the run in flight was canceled; rerun prme main to "
-                                 "continue (memories and feedback already loaded are kept and not loaded twice)"]
+    assert rest.splitlines() == [("prme: stopped by SIGINT; the run in flight was canceled; rerun prme main to "
+                                  "continue (memories and feedback already loaded are kept and not loaded twice)")]
     assert process.stdout.read() == ""  # no table: nothing was concluded
 
     store_url = f"duckdb:///{workdir / '.prme' / 'prme.duckdb'}"

@@ -26,7 +26,7 @@ from prme_core.storage.url import StoreURL, duckdb_path
 _UNNEST_INSERT_MAX_ROWS = 2000
 _INSERT_CHUNK_ROWS = 10_000
 _INSERT_CHUNK_CHARS = 16 * 1024 * 1024
-_WRITE_MEMORY_LIMIT = "1GiB"  # DuckDB memory during a large write; past it, data spills beside the file
+_WRITE_MEMORY_LIMIT = "512MiB"  # DuckDB memory during a large write; past it, data spills beside the file
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 _INHERITED: list[duckdb.DuckDBPyConnection] = []  # forked copies, kept from closing (see close)
