@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import sys
 import tempfile
 import time
@@ -37,6 +38,8 @@ import numpy as np
 
 for _category in (dg.PreviewWarning, dg.BetaWarning):  # partitioned checks are "preview" in Dagster 1.13
     warnings.filterwarnings("ignore", category=_category)
+# "blocking check emitted no result": the checks a declined stage skipped (each row says why)
+logging.getLogger("dagster._core.execution.plan.active").setLevel(logging.ERROR)
 
 from benchmarks import locomo_diagnosis, locomo_null, locomo_ranking
 from benchmarks.locomo_report import (
@@ -159,6 +162,14 @@ def store_url_for(store: str) -> Iterator[tuple[str, str]]:
     finally:
         with psycopg.connect(store, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextmanager
+def temporary_instance() -> Iterator[dg.DagsterInstance]:
+    """A throwaway local Dagster instance (SQLite files in a temporary folder)."""
+    with tempfile.TemporaryDirectory(prefix="prme-locomo-dagster-", ignore_cleanup_errors=True) as tmp, \
+            dg.DagsterInstance.local_temp(tmp, overrides={"telemetry": {"enabled": False}}) as instance:
+        yield instance
 
 
 def learning_policy() -> LearningPolicyResource:
@@ -357,7 +368,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
     _say(f"LoCoMo learning benchmark: {len(conversations)} conversations from {path}, embedding {used}"
          + (f" ({note})" if note else ""))
     rows, groups = [], []
-    with store_url_for(options.store) as (store_url, store_text), dg.instance_for_test() as instance, \
+    with store_url_for(options.store) as (store_url, store_text), temporary_instance() as instance, \
             stop.runs_on(instance):
         for i, conv in enumerate(conversations, 1):
             _say(f"  [{i}/{len(conversations)}] {conv.sample_id}: load, judge, learn through Dagster, compare …")

@@ -4,8 +4,13 @@
 Run: ``python -m benchmarks.retrieval [--backends duckdb,postgres] [--memories 10000] [--queries 200]``.
 Targets (issue 3, this 2-core machine): p50 ≤ 15 ms on DuckDB; replay ≥ 5,000 receipts/s for
 50-candidate receipts. The same run also measures retrieval with an active ranking profile
-(issue 6: resolution adds ≤ 1 ms to p50) once profiles exist. Memory text is LoCoMo turns
-(repeated with distinct sessions to reach the size) when the data is present, else synthetic.
+(issue 6: resolution adds ≤ 1 ms to p50) once profiles exist, and (issue 15) the cost of
+version-10 receipts: the default path (interaction features, pool recorded to depth 100) against
+the same pipeline with pool recording off (``receipt_pool_depth=0``) — the closest to the
+version-9 path that still exists: interaction features are computed either way (they are part of
+every trace), and both write version-10 receipts. Target: v10 p50 ≤ 1.2 × that p50. Receipt
+bytes per retrieval are reported for both. Memory text is LoCoMo turns (repeated with distinct
+sessions to reach the size) when the data is present, else synthetic.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from benchmarks.common import bench_store_url, median, percentile, python_calibr
 from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
 from prme_core.datasets.locomo import LocomoDataNotFound, read_locomo
+from prme_core.receipts.store import receipt_bytes
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
+NO_POOL = "pool-off"  # the OWNER arm with receipt_pool_depth=0
 
 
 def corpus_and_queries(memories: int, queries: int, seed: int = 11) -> tuple[list[dict], list[str]]:
@@ -86,16 +93,22 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
             assert client.retrieve(q, owner=PROFILE_OWNER, limit=limit).metadata.ranking_profile_status == "applied"
         # Interleaved, alternating which owner goes first: host drift (this VM is noisy) and
         # order effects hit both arms alike, and the per-query difference is paired.
-        latencies, with_profile, receipts = [], [], []
+        latencies, with_profile, receipts, no_pool, no_pool_bytes = [], [], [], [], []
+        arms = (OWNER, PROFILE_OWNER, NO_POOL)
         for i, q in enumerate(qs):
-            for owner in ((OWNER, PROFILE_OWNER) if i % 2 == 0 else (PROFILE_OWNER, OWNER)):
+            for arm in arms[i % 3:] + arms[:i % 3]:
+                owner = PROFILE_OWNER if arm == PROFILE_OWNER else OWNER
+                packing = {"receipt_pool_depth": 0} if arm == NO_POOL else None
                 start = time.perf_counter()
-                response = client.retrieve(q, owner=owner, limit=limit)
+                response = client.retrieve(q, owner=owner, limit=limit, packing=packing)
                 elapsed_ms = (time.perf_counter() - start) * 1000.0
                 assert response.metadata.receipt_persisted
-                if owner == OWNER:
+                if arm == OWNER:
                     latencies.append(elapsed_ms)
                     receipts.append(response.receipt)
+                elif arm == NO_POOL:
+                    no_pool.append(elapsed_ms)
+                    no_pool_bytes.append(len(receipt_bytes(response.receipt)))
                 else:
                     with_profile.append(elapsed_ms)
         baselines = raw_baselines(items, qs, limit)
@@ -112,6 +125,16 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
         row("retrieve p50 with an active profile (interleaved)", percentile(with_profile, 0.5), "ms")
         row("profile cost: median paired difference", median([b - a for a, b in zip(latencies, with_profile)]), "ms",
             "target ≤ 1 ms")
+        row("retrieve p50, pool recording off (receipt_pool_depth=0, interleaved)", percentile(no_pool, 0.5), "ms")
+        row("v10 p50 / pool-off p50", 100.0 * percentile(latencies, 0.5) / percentile(no_pool, 0.5), "%",
+            "target ≤ 120%")
+        row("pool cost: median paired difference", median([a - b for a, b in zip(latencies, no_pool)]), "ms")
+        v10_bytes = [len(receipt_bytes(r)) for r in receipts]
+        row("receipt bytes per retrieval, pool off (mean)", sum(no_pool_bytes) / len(no_pool_bytes), "B")
+        row("receipt bytes per retrieval, v10 default (mean)", sum(v10_bytes) / len(v10_bytes), "B")
+        complete = sum(r.pool.complete for r in receipts)
+        row("pools complete at depth 100", complete / len(receipts) * 100.0, "%",
+            f"mean pool size {sum(r.pool.size for r in receipts) / len(receipts):.0f}")
         full = [r for r in receipts if len(r.candidates) == limit] or receipts
         rounds = max(1, 5000 // len(full))
         elapsed = timed(lambda: [r.replay_ranking() for _ in range(rounds) for r in full])

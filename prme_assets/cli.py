@@ -107,11 +107,17 @@ def _debug_from_env() -> bool:
 def run_guarded(command: Callable[[Any], int | None], *, prog: str, debug: bool | None = None,
                 stopped: str = "the runs in flight were canceled; rerun to continue") -> int:
     """Run ``command(stop)`` under ``StopSignals``; map what it raises to one line and an exit code."""
-    from prme_assets.interrupts import INTERRUPTED_EXIT, Interrupted, StopSignals
+    from prme_assets.interrupts import (
+        INTERRUPTED_EXIT,
+        Interrupted,
+        StopSignals,
+        signal_name,
+    )
 
     debug = _debug_from_env() if debug is None else debug
+    stop = StopSignals()
     try:
-        with StopSignals() as stop:
+        with stop:
             return int(command(stop) or 0)
     except SystemExit:
         raise
@@ -125,7 +131,7 @@ def run_guarded(command: Callable[[Any], int | None], *, prog: str, debug: bool 
             if debug:
                 traceback.print_exc()
             if interrupted:
-                name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+                name = exc.signal_name if isinstance(exc, Interrupted) else signal_name(stop.received)
                 _say(f"{prog}: stopped by {name}; {stopped}")
                 return INTERRUPTED_EXIT
             _say(f"{prog}: {_one_line(exc)}")
@@ -237,7 +243,7 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     from prme_core.storage import open_store
     from prme_core.storage.url import parse_store_url
 
-    # 1. every input, cheapest first; nothing is written before all of them pass
+    # 1. every input, cheapest first: a bad URL, data file or instance stops before any store is touched
     source = "--store" if args.store else (STORE_URL_ENV if os.environ.get(STORE_URL_ENV) else "the default")
     url = args.store or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
     try:

@@ -8,7 +8,9 @@ command also registers a wakeup pipe (``signal.set_wakeup_fd``: the interpreter 
 signal's number there, whichever handler runs); a watcher thread reads it, records the signal
 and marks this command's unfinished runs canceling, so they end CANCELED, not FAILURE. The
 command calls ``raise_if_stopped()`` after each run. A multiprocess executor's step processes
-are ended by Dagster itself when its run is interrupted or marked canceling.
+are ended by Dagster itself when its run is interrupted or marked canceling. (A signal during a
+DuckDB query reaches Python as DuckDB's "Query interrupted"; the DuckDB backend re-raises it as
+``KeyboardInterrupt``, so no ``except Exception`` on the way swallows it.)
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class Interrupted(KeyboardInterrupt):
         return signal.Signals(self.signum).name
 
 
+def signal_name(signum: int | None) -> str:
+    return signal.Signals(signum).name if signum is not None else "SIGINT"
+
+
 class StopSignals:
     """``with StopSignals() as stop:`` — SIGINT/SIGTERM raise ``Interrupted`` outside Dagster runs
     and are never lost inside them (``raise_if_stopped`` after each run)."""
@@ -59,7 +65,7 @@ class StopSignals:
 
     @property
     def run_tags(self) -> dict[str, str]:
-        """Tags for every run the command starts (see ``watch_runs``)."""
+        """Tags for every run the command starts (see ``runs_on``)."""
         return {INVOCATION_TAG: self.invocation}
 
     def raise_if_stopped(self) -> None:

@@ -2,10 +2,13 @@
 every layer derives from them (receipt trace, projection columns, learning arrays, benchmarks).
 
 Formula 1 (``retrieval.formula``) sums the additive features, each times its own weight (one
-``ScoringWeights`` field and one ``RankingMultipliers`` factor per name), then applies the
-factor features, which have no weight: the sum times ``epistemic_weight``, plus
+``ScoringWeights`` field and one ``RankingMultipliers`` factor per name), then, from layout 2 on,
+the query–memory interaction features, each times its own bounded weight (a ``ScoringWeights``
+field in [0, 0.5], outside the six that sum to 1 and never touched by multipliers); then it
+applies the factor features, which have no weight: the sum times ``epistemic_weight``, plus
 ``temporal_boost`` × ``temporal_affinity``, times ``node_type_boost``. A receipt's trace records
-the features in this order, then the two ordering values (``path_score``, ``base_score``).
+the features in the order weights, factors, interactions (so the factor positions never move),
+then the two ordering values (``path_score``, ``base_score``).
 
 This module imports nothing from ``prme_core`` so that storage, receipts, retrieval and learning
 may all import it. ``RECEIPT_LAYOUTS`` records which layout each receipt schema version uses;
@@ -23,13 +26,19 @@ class FeatureLayout:
 
     weights: tuple[str, ...]  # additive features: each has a weight and a multiplier
     factors: tuple[str, ...]  # multiplicative / bonus features: no weight
+    interactions: tuple[str, ...] = ()  # additive query–memory features: a bounded weight, no multiplier
     scalars: tuple[str, ...] = ("temporal_boost", "relevance_floor")  # scoring values recorded beside the weights
     ordering: tuple[str, ...] = ("path_score", "base_score")  # trace values that are not formula inputs
 
     @property
     def features(self) -> tuple[str, ...]:
-        """Formula-1 inputs: the columns of the (n, features) matrix, additive ones first."""
-        return self.weights + self.factors
+        """Formula-1 inputs: the columns of the (n, features) matrix (weighted, factors, interactions)."""
+        return self.weights + self.factors + self.interactions
+
+    @property
+    def additive(self) -> tuple[str, ...]:
+        """Every feature that has a weight, in summation order (the applied weight vector)."""
+        return self.weights + self.interactions
 
     @property
     def trace_fields(self) -> tuple[str, ...]:
@@ -43,8 +52,8 @@ class FeatureLayout:
 
     @property
     def weight_columns(self) -> tuple[str, ...]:
-        """Projection columns of the applied weight set (``w_<name>``): weights, then scalars."""
-        return tuple(weight_column(name) for name in self.weights + self.scalars)
+        """Projection columns of the applied weight set (``w_<name>``): additive weights, then scalars."""
+        return tuple(weight_column(name) for name in self.additive + self.scalars)
 
 
 def feature_column(name: str) -> str:
@@ -60,10 +69,18 @@ _LAYOUT_1 = FeatureLayout(
     factors=("epistemic_weight", "temporal_affinity", "node_type_boost"),
 )
 
-RECEIPT_LAYOUTS: tuple[tuple[int, FeatureLayout], ...] = ((1, _LAYOUT_1),)
+_LAYOUT_2 = FeatureLayout(
+    weights=_LAYOUT_1.weights,
+    factors=_LAYOUT_1.factors,
+    interactions=("term_coverage", "bigram_overlap", "entity_match"),
+)
+
+RECEIPT_LAYOUTS: tuple[tuple[int, FeatureLayout], ...] = ((1, _LAYOUT_1), (10, _LAYOUT_2))
 """(first receipt schema version, layout), ascending. Version 1 records no provenance (its
-projection holds NaN in these columns); every version since has used the same layout. A version
-that changes the features adds an entry."""
+projection holds NaN in these columns); versions 2–9 use layout 1; version 10 adds the three
+interaction features (``retrieval.interaction``). A layout-1 receipt means interaction features
+and weights of 0, which leave formula 1 bit-identical (x + 0·0 = x). A version that changes the
+features adds an entry."""
 
 
 def layout_for(schema_version: int) -> FeatureLayout:
@@ -79,12 +96,17 @@ CURRENT_LAYOUT = RECEIPT_LAYOUTS[-1][1]
 
 # The current layout, by name (what new receipts, fits and benchmarks use).
 WEIGHT_NAMES = CURRENT_LAYOUT.weights
+INTERACTION_NAMES = CURRENT_LAYOUT.interactions
+ADDITIVE_NAMES = CURRENT_LAYOUT.additive
 FACTOR_NAMES = CURRENT_LAYOUT.factors
 SCALAR_NAMES = CURRENT_LAYOUT.scalars
 TRACE_FEATURES = CURRENT_LAYOUT.features
 TRACE_FIELDS = CURRENT_LAYOUT.trace_fields
 WEIGHT_COUNT = len(WEIGHT_NAMES)
 FEATURE_COUNT = len(TRACE_FEATURES)
+INTERACTION_COUNT = len(INTERACTION_NAMES)
+INTERACTION_OFFSET = len(WEIGHT_NAMES) + len(FACTOR_NAMES)
+"""Column of the first interaction feature in a feature matrix (interactions follow the factors)."""
 
 # Positions in the formula-1 feature matrix of the features the formula names.
 SEMANTIC_INDEX = TRACE_FEATURES.index("semantic")
@@ -100,5 +122,5 @@ NEUTRAL_FACTORS: dict[str, float] = {"epistemic_weight": 1.0, "temporal_affinity
 FEATURE_COLUMNS = CURRENT_LAYOUT.feature_columns
 WEIGHT_COLUMNS = CURRENT_LAYOUT.weight_columns
 TRACE_FEATURE_COLUMNS = tuple(feature_column(name) for name in TRACE_FEATURES)
-ADDITIVE_WEIGHT_COLUMNS = tuple(weight_column(name) for name in WEIGHT_NAMES)
+ADDITIVE_WEIGHT_COLUMNS = tuple(weight_column(name) for name in ADDITIVE_NAMES)
 SCALAR_WEIGHT_COLUMNS = tuple(weight_column(name) for name in SCALAR_NAMES)

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from prme_core.memory.models import DEFAULT_SCOPES, ScopeName
+from prme_core.retrieval.bm25 import Bm25Parameters
 from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.storage.url import DEFAULT_STORE_URL, STORE_URL_ENV
 from prme_core.types import FrozenModel, Unique
@@ -28,6 +29,8 @@ class EngineSettings(FrozenModel):
     scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64), Unique] = DEFAULT_SCOPES
     scoring: ScoringWeights = Field(default_factory=ScoringWeights)
     packing: PackingConfig = Field(default_factory=PackingConfig)
+    bm25: Bm25Parameters = Field(default_factory=Bm25Parameters)
+    """The lexical index's BM25 parameters; recorded in every receipt's feature identity."""
 
     @classmethod
     def from_env(cls, **overrides: object) -> "EngineSettings":

@@ -90,3 +90,27 @@ def open_store_at(store_url: str) -> Iterator[Callable[[], Store]]:
 def client(store_url: str) -> Iterator[MemoryClient]:
     with MemoryClient(store_url) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def every_new_receipt_pool_replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every receipt a retrieval writes during a test is checked before it is persisted: a
+    complete, replayable version-10 pool re-ranked under the recorded weights must reproduce the
+    returned ids, scores and applied weights (``retrieval.pool_replay.check_pool_replay``).
+    Retrieval swallows persistence errors, so failures are collected and fail the test here."""
+    from prme_core.retrieval import pipeline
+    from prme_core.retrieval.pool_replay import check_pool_replay
+
+    failures: list[str] = []
+    persist = pipeline.persist_receipt
+
+    def checked(store, receipt):  # type: ignore[no-untyped-def]
+        try:
+            check_pool_replay(receipt)
+        except Exception as exc:  # noqa: BLE001 - reported below with the receipt's identity
+            failures.append(f"{receipt.request_id}: {type(exc).__name__}: {exc}")
+        return persist(store, receipt)
+
+    monkeypatch.setattr(pipeline, "persist_receipt", checked)
+    yield failures
+    assert not failures, "pool replay did not reproduce new receipts:\n" + "\n".join(failures)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
+import duckdb
 import pytest
 
 from prme_core import MemoryClient
@@ -261,6 +262,15 @@ def test_a_path_that_is_not_a_file_is_unavailable_not_damaged(tmp_path):
     with pytest.raises(StoreUnavailable) as raised:
         open_store(f"duckdb:///{tmp_path / 'folder.duckdb'}")
     assert not isinstance(raised.value, StoreDamaged)
+
+
+@pytest.mark.parametrize("sql", ["SELECT CAST('corrupt' AS INTEGER)", "SELECT corrupt_stored_checksum FROM memory_nodes"])
+def test_an_error_about_the_statement_is_not_reported_as_damage(sql, tmp_path):
+    with MemoryClient(f"duckdb:///{tmp_path / 'prme.duckdb'}") as client:
+        with pytest.raises(duckdb.Error) as raised, client.store.transaction() as tx:
+            tx.conn.fetchall(sql)
+        assert not isinstance(raised.value, StoreDamaged)
+        assert client.store_batch("alice", ["still usable"])
 
 
 def test_a_bad_store_url_is_still_invalid_input():

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -253,6 +254,31 @@ def test_failing_learning_run_fails_the_command_naming_the_partition(tmp_path, d
     assert str(raised.value).startswith("learning mini-a::personal failed: feedback_snapshot: SnapshotTooLarge:")
     table = capsys.readouterr().out
     assert "| mini-a::personal | FAILED |" in table and "1 failed." in table
+
+
+def test_ctrl_c_during_a_duckdb_query_stays_an_interrupt(tmp_path):
+    """DuckDB turns a signal handler's exception into RuntimeError("Query interrupted"); the store
+    re-raises it as KeyboardInterrupt, so no ``except Exception`` on the way swallows Ctrl-C."""
+    from prme_core.storage import open_store
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(signum, frame):
+        raise Stop
+
+    store = open_store(f"duckdb:///{tmp_path / 'q.duckdb'}")
+    previous = signal.signal(signal.SIGINT, stop)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as raised, store.transaction(read_only=True) as tx:
+            tx.conn.fetchall("SELECT count(*) FROM range(1000000000000) a")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+        store.close()
+    assert "interrupted" in str(raised.value)
 
 
 def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_nothing(workdir, data_file):

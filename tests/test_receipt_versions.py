@@ -1,4 +1,4 @@
-"""Receipt schema versions 1-9: golden bytes, version rules, replay, tamper checks, persistence.
+"""Receipt schema versions 1-10: golden bytes, version rules, replay, tamper checks, persistence.
 
 The golden files under ``tests/fixtures/receipts`` come from ``make_fixtures.py`` (regenerate
 only deliberately); every test that needs a variant edits a golden receipt's parsed JSON.
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from prme_core import MemoryClient
 from prme_core.canonical import EMPTY_SHA256, canonical_json
 from prme_core.errors import IdempotencyConflict, ReplayUnavailable
+from prme_core.features import layout_for
 from prme_core.receipts.model import TRACE_FIELDS, RankFusion, ReceiptCandidate, RetrievalReceipt, ScoreAdjustment
 from prme_core.receipts.projection import projection_digest
 from prme_core.receipts.store import get_receipt, persist_receipt, receipt_bytes, write_receipts
@@ -259,10 +260,10 @@ def test_version_1_with_provenance_is_rejected():
 @pytest.mark.parametrize(("section", "name"), [
     *(("packing", name) for name in mf.PACKING_INTRODUCED), *(("scoring", name) for name in mf.SCORING_INTRODUCED),
 ])
-def test_version_9_omitting_a_versioned_field_is_rejected(section, name):
-    data = golden_dict(9)
+def test_a_current_version_receipt_omitting_a_versioned_field_is_rejected(section, name):
+    data = golden_dict(10)
     del data[section][name]
-    rejected(data, rf"a version 9 receipt must record {section}\.{name} explicitly")
+    rejected(data, rf"a version 10 receipt must record {section}\.{name} explicitly")
 
 
 def test_version_9_weight_set_omitting_current_update_multiplier_is_rejected():
@@ -329,7 +330,7 @@ def test_a_changed_recorded_base_score_is_rejected():
 
 def test_a_changed_path_score_that_replay_cannot_see_is_caught_by_the_projection_digest():
     data = golden_dict(9)
-    data["candidates"][0]["provenance"]["trace"][TRACE_FIELDS.index("path_score")] = 1.0
+    data["candidates"][0]["provenance"]["trace"][layout_for(9).trace_fields.index("path_score")] = 1.0
     rejected(data, "projection_sha256 does not match")
 
 

@@ -63,10 +63,11 @@ def proposed_scores(judged: Judged, multipliers: np.ndarray, rows: slice = slice
     """Judged candidates' scores under ``multipliers`` (bit-identical to retrieval): each
     distinct applied weight set is renormalized once, then the formula runs row-wise."""
     sets, index = judged.weight_sets()
-    adjusted = adjusted_weight_matrix(sets, multipliers)
+    # multipliers adjust the six weights; interaction weights (layout 2) stay as recorded
+    adjusted = np.hstack([adjusted_weight_matrix(sets[:, :WEIGHT_COUNT], multipliers), sets[:, WEIGHT_COUNT:]])
     features = judged.features[rows]
     n = features.shape[0]
-    weights = np.broadcast_to(adjusted[0], (n, WEIGHT_COUNT)) if index is None else adjusted[index[rows]]
+    weights = np.broadcast_to(adjusted[0], (n, adjusted.shape[1])) if index is None else adjusted[index[rows]]
     s = weighted_base_scores(features, weights, judged.scalars[rows])
     for layer in judged.layers:
         c, kind = layer.coefficient[rows], layer.kind[rows]

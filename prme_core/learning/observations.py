@@ -10,7 +10,9 @@ unlabelled candidate is never a negative. A request needs at least one positive 
 
 The judged candidates of the surviving requests become flat numpy arrays (features, applied
 weights, recorded scores, recorded operations as layers, sort-policy keys) so that proposals,
-losses and metrics are computed for all requests at once.
+losses and metrics are computed for all requests at once. Arrays use the current feature layout:
+version-10 receipts bring their interaction features and weights, older ones zeros (what they
+meant); the multipliers adjust only the six weights and the interaction weights stay as recorded.
 """
 
 from __future__ import annotations
@@ -271,6 +273,21 @@ _WEIGHT_ROWS = [_FLOAT_INDEX[c] for c in ADDITIVE_WEIGHT_COLUMNS]
 _SCALAR_ROWS = [_FLOAT_INDEX[c] for c in SCALAR_WEIGHT_COLUMNS]
 
 
+def _current_layout(projection: Any) -> np.ndarray:
+    """A projection's float block in the current layout's ``FLOAT_COLUMNS``. Receipts before
+    version 10 record no interaction features or weights; they meant 0, which is what they get."""
+    block = projection.float_block()
+    names = projection.float_names
+    if names == FLOAT_COLUMNS:
+        return block
+    at = {name: i for i, name in enumerate(names)}
+    out = np.zeros((len(FLOAT_COLUMNS), block.shape[1]), dtype=np.float64)
+    for i, name in enumerate(FLOAT_COLUMNS):
+        if name in at:
+            out[i] = block[at[name]]
+    return out
+
+
 def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> Judged:
     if not requests:
         empty = np.zeros(0)
@@ -284,7 +301,7 @@ def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> J
     for req in requests:
         evidence = snapshot.receipts[req.request_id]
         ranks = req.positives + req.negatives
-        blocks.append(evidence.projection.float_block()[:, ranks])
+        blocks.append(_current_layout(evidence.projection)[:, ranks])
         sizes.append(len(ranks))
         n_pos.append(len(req.positives))
         policies.append(_POLICY_CODES[evidence.header["ranking_policy"]])

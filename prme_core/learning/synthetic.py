@@ -18,10 +18,11 @@ from uuid import UUID
 
 import numpy as np
 
-from prme_core.features import FACTOR_NAMES, NEUTRAL_FACTORS, TRACE_FEATURES, WEIGHT_COUNT
+from prme_core.features import FACTOR_NAMES, INTERACTION_COUNT, NEUTRAL_FACTORS, TRACE_FEATURES, WEIGHT_COUNT
 from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.receipts.model import (
     CURRENT_SCHEMA_VERSION,
+    CandidatePool,
     ReceiptCandidate,
     RetrievalExecution,
     RetrievalReceipt,
@@ -46,11 +47,11 @@ def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Seq
                       threshold: float = 0.75, weights: ScoringWeights | None = None) -> tuple[RetrievalReceipt, set[UUID]]:
     """A replayable receipt and the set of its candidates planted as relevant."""
     weights = weights or ScoringWeights()
-    neutral = [NEUTRAL_FACTORS[name] for name in FACTOR_NAMES]
+    neutral = [NEUTRAL_FACTORS[name] for name in FACTOR_NAMES] + [0.0] * INTERACTION_COUNT  # no interactions
     feats = np.array([[rng.random() for _ in range(WEIGHT_COUNT)] + neutral for _ in range(candidates)])
     signal_col = WEIGHT_FIELDS.index(signal)
     relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(candidates)]) > threshold
-    w = np.tile(np.array(weights.vector()), (candidates, 1))
+    w = np.tile(np.array(weights.additive_vector()), (candidates, 1))
     scalars = np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (candidates, 1))
     scores = weighted_base_scores(feats, w, scalars)
     ids = [_uuid(rng) for _ in range(candidates)]
@@ -70,8 +71,8 @@ def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Seq
     receipt = RetrievalReceipt.build(
         schema_version=CURRENT_SCHEMA_VERSION, request_id=_uuid(rng), owner=owner, query=query,
         reference_time=SYNTHETIC_CLOCK, scopes=sorted_unique(scopes), result_limit=candidates, min_score=0.0,
-        scoring=weights, packing=PackingConfig(), weight_sets=(weights,), ranking_policy="score_path_id",
-        candidates=tuple(cands),
+        scoring=weights, packing=PackingConfig(receipt_pool_depth=0), weight_sets=(weights,),
+        ranking_policy="score_path_id", candidates=tuple(cands), pool=CandidatePool.unrecorded(candidates),
         execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
     )
     return receipt, {ids[i] for i in range(candidates) if relevant_mask[i]}

@@ -1,4 +1,4 @@
-"""Retrieval receipt models, schema versions 1–9, and their version-aware canonical form.
+"""Retrieval receipt models, schema versions 1–10, and their version-aware canonical form.
 
 A receipt records what one retrieval returned: the exact request, owner, scope filter, clock,
 scoring and packing configuration, candidate identities and content hashes (never text), the
@@ -23,9 +23,19 @@ claims a later behaviour is rejected:
       episode_decay operation
  9    scoring.current_update_multiplier, in the configuration and  1.0 (disabled)
       every applied weight set, and the current_update operation
+10    interaction features (term_coverage, bigram_overlap,         features and weights 0;
+      entity_match) in every trace (layout 2) and their weights    no pool
+      in scoring and every weight set; packing.receipt_pool_depth
+      and the scored candidate ``pool`` (``receipts.pool``)
 ====  ===========================================================  ==========================
 
-Compactness: each candidate's trace is a positional array (order ``TRACE_FIELDS``) and each
+Pool (version 10): the scored pool to ``packing.receipt_pool_depth`` members, bound by the
+receipt checksum like everything else in the canonical bytes. ``retrieval.pool_replay`` re-ranks
+it under other weights; that is exact only when ``pool.complete`` (pool size ≤ depth) and
+``pool.replayable`` — a truncated pool lacks members other weights could promote.
+
+Compactness: each candidate's trace is a positional array (order ``features.layout_for(v)
+.trace_fields``: 11 numbers before version 10, 14 from it) and each
 candidate names its applied weights by index into ``weight_sets`` (the distinct applied
 ScoringWeights of the request), so a 50-candidate receipt stays small enough to encode,
 hash and store on every retrieval.
@@ -39,13 +49,15 @@ from uuid import UUID
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
 
 from prme_core.canonical import EMPTY_SHA256, assert_finite
-from prme_core.features import TRACE_FEATURES
+from prme_core.features import INTERACTION_NAMES, RECEIPT_LAYOUTS, TRACE_FEATURES, FeatureLayout, layout_for
+from prme_core.receipts.pool import CandidatePool
 from prme_core.receipts.projection import projection_digest
 from prme_core.receipts.replay import ReplayResult, check_replay, replay
 from prme_core.receipts.versions import (
     CURRENT_SCHEMA_VERSION,
     EXECUTION_SINCE,
     MIN_SCHEMA_VERSION,
+    POOL_SINCE,
     PROVENANCE_SINCE,
     RANK_FUSION_SINCE,
     TRACE_FIELDS,
@@ -62,13 +74,20 @@ _PACKING_HISTORY: tuple[tuple[str, int, Any], ...] = (
     ("episode_context_top_k", 8, 0),
     ("episode_context_local_k", 8, 8),
     ("episode_context_score_decay", 8, 0.95),
+    ("receipt_pool_depth", POOL_SINCE, 0),
 )
-_SCORING_HISTORY: tuple[tuple[str, int, Any], ...] = (("current_update_multiplier", 9, 1.0),)
+_SCORING_HISTORY: tuple[tuple[str, int, Any], ...] = (
+    ("current_update_multiplier", 9, 1.0),
+    *((name, POOL_SINCE, 0.0) for name in INTERACTION_NAMES),
+)
 _ADJUSTMENT_SINCE = {"neural_blend": 2, "session_decay": 2, "episode_decay": 8, "current_update": 9}
 
 AdjustmentKind = Literal["neural_blend", "session_decay", "episode_decay", "current_update"]
 Representation = Literal["full", "prose", "reference"]
 RetrievalMode = Literal["hybrid", "lexical", "semantic"]
+
+
+_TRACE_FIELDS_BY_WIDTH = {len(layout.trace_fields): layout.trace_fields for _, layout in RECEIPT_LAYOUTS}
 
 
 class ScoreTrace(FrozenModel):
@@ -83,6 +102,9 @@ class ScoreTrace(FrozenModel):
     epistemic_weight: float
     temporal_affinity: float
     node_type_boost: float = 1.0
+    term_coverage: float = Field(default=0.0, ge=0.0, le=1.0)
+    bigram_overlap: float = Field(default=0.0, ge=0.0, le=1.0)
+    entity_match: float = Field(default=0.0, ge=0.0, le=1.0)
     path_score: float = 0.0
     base_score: float
 
@@ -90,14 +112,24 @@ class ScoreTrace(FrozenModel):
     @classmethod
     def _from_array(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
-            if len(value) != len(TRACE_FIELDS):
+            # A receipt names its traces by its version's layout first (``_trace_by_layout``);
+            # a bare array is read by whichever layout has its length.
+            fields = _TRACE_FIELDS_BY_WIDTH.get(len(value))
+            if fields is None:
                 raise ValueError(f"a score trace holds {len(TRACE_FIELDS)} numbers in the order {TRACE_FIELDS}")
-            return dict(zip(TRACE_FIELDS, value))
+            return dict(zip(fields, value))
         return value
 
     @model_serializer(mode="plain")
     def _as_array(self) -> list[float]:
         return [getattr(self, f) for f in TRACE_FIELDS]
+
+    def as_array(self, layout: FeatureLayout) -> list[float]:
+        """The positional array a receipt of that layout records."""
+        return [getattr(self, f) for f in layout.trace_fields]
+
+    def has_interactions(self) -> bool:
+        return any(getattr(self, f) != 0.0 for f in INTERACTION_NAMES)
 
     def feature_row(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in TRACE_FEATURES)
@@ -227,6 +259,7 @@ class RetrievalReceipt(FrozenModel):
     context_sha256: Sha256Hex = EMPTY_SHA256
     context_tokens: int = Field(default=0, ge=0)
     execution: RetrievalExecution | None = None
+    pool: CandidatePool | None = None
     projection_sha256: Sha256Hex
     _columns: dict[str, list[Any]] | None = PrivateAttr(default=None)
 
@@ -249,6 +282,9 @@ class RetrievalReceipt(FrozenModel):
                 _apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]", ScoringWeights)
                 for i, ws in enumerate(sets)
             ]
+        candidates = data.get("candidates")
+        if isinstance(candidates, (list, tuple)) and version >= MIN_SCHEMA_VERSION:
+            data["candidates"] = [_trace_by_layout(c, layout_for(version)) for c in candidates]
         return data
 
     @model_validator(mode="after")
@@ -280,6 +316,13 @@ class RetrievalReceipt(FrozenModel):
             raise ValueError("context positions must be 0..n-1 over the included candidates")
         if not positions and self.context_sha256 != EMPTY_SHA256:
             raise ValueError("an empty context hashes to the SHA-256 of the empty string")
+        if v < POOL_SINCE:
+            if self.pool is not None:
+                raise ValueError(f"a candidate pool requires a version {POOL_SINCE} receipt; this is version {v}")
+            if any(c.provenance and c.provenance.trace.has_interactions() for c in self.candidates):
+                raise ValueError(f"interaction features require a version {POOL_SINCE} receipt; this is version {v}")
+        else:
+            self._check_pool()
         if not draft and projection_digest(self) != self.projection_sha256:
             raise ValueError("projection_sha256 does not match the receipt's candidates")
         return self
@@ -304,6 +347,31 @@ class RetrievalReceipt(FrozenModel):
                     raise ValueError(f"a version {v} receipt cannot contain a {op.kind} adjustment")
         check_replay(self)
 
+    def _check_pool(self) -> None:
+        pool = self.pool
+        if pool is None:
+            raise ValueError(f"version {self.schema_version} receipts record the scored candidate pool")
+        if pool.depth != self.packing.receipt_pool_depth:
+            raise ValueError("pool.depth must equal packing.receipt_pool_depth")
+        if pool.neighbours and self.packing.session_context_top_k == 0:
+            raise ValueError("pool.neighbours are recorded only when session inheritance is on")
+        if pool.node_ids and self.packing.session_context_top_k > 0 and not pool.neighbours:
+            raise ValueError("with session inheritance on, a pool records every member's session neighbours")
+        if pool.size < len({c.provenance.base_node_id for c in self.candidates if c.provenance}):
+            raise ValueError("pool.size is smaller than the number of distinct scored candidates it returned")
+        member = {node: i for i, node in enumerate(pool.node_ids)}
+        for c in self.candidates:
+            p = c.provenance
+            if p is None:
+                continue
+            at = member.get(p.base_node_id)
+            if at is None:
+                if pool.complete and pool.replayable:
+                    raise ValueError(f"candidate {c.node_id}: its score source {p.base_node_id} is not in the complete pool")
+                continue
+            if p.formula_version == 1 and tuple(p.trace.feature_row()) != pool.features[at]:
+                raise ValueError(f"candidate {c.node_id}: its trace features differ from pool member {at}")
+
     def __eq__(self, other: object) -> bool:
         # Equality is by field values; the private projection cache must not take part.
         return isinstance(other, RetrievalReceipt) and self.__dict__ == other.__dict__
@@ -324,19 +392,22 @@ class RetrievalReceipt(FrozenModel):
 
     def canonical_dict(self) -> dict[str, Any]:
         v = self.schema_version
-        data = self.model_dump(mode="json", exclude={"candidates", "weight_sets", "execution"})
+        data = self.model_dump(mode="json", exclude={"candidates", "weight_sets", "execution", "pool"})
         data["packing"] = _drop_newer(data["packing"], _PACKING_HISTORY, v)
         data["scoring"] = _drop_newer(data["scoring"], _SCORING_HISTORY, v)
         for key in ("time_from", "time_to"):
             if data[key] is None:
                 del data[key]
-        data["candidates"] = [_candidate_dict(c) for c in self.candidates]
+        layout = layout_for(v)
+        data["candidates"] = [_candidate_dict(c, layout) for c in self.candidates]
         if v >= PROVENANCE_SINCE:
             data["weight_sets"] = [_drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets]
         else:
             del data["ranking_policy"]
         if v >= EXECUTION_SINCE:
             data["execution"] = self.execution.model_dump(mode="json")  # type: ignore[union-attr]
+        if v >= POOL_SINCE:
+            data["pool"] = self.pool.canonical_dict()  # type: ignore[union-attr]
         return data
 
     # --- replay -------------------------------------------------------------------------
@@ -353,7 +424,21 @@ class RetrievalReceipt(FrozenModel):
         return next((c for c in self.candidates if c.node_id == node_id), None)
 
 
-def _candidate_dict(c: ReceiptCandidate) -> dict[str, Any]:
+def _trace_by_layout(candidate: Any, layout: FeatureLayout) -> Any:
+    """A parsed candidate's positional trace array named by its receipt version's layout."""
+    if not isinstance(candidate, dict):
+        return candidate
+    prov = candidate.get("provenance")
+    if not isinstance(prov, dict) or not isinstance(prov.get("trace"), (list, tuple)):
+        return candidate
+    trace = prov["trace"]
+    if len(trace) != len(layout.trace_fields):
+        raise ValueError(f"a score trace of this receipt version holds {len(layout.trace_fields)} numbers in the "
+                         f"order {layout.trace_fields}")
+    return {**candidate, "provenance": {**prov, "trace": dict(zip(layout.trace_fields, trace))}}
+
+
+def _candidate_dict(c: ReceiptCandidate, layout: FeatureLayout) -> dict[str, Any]:
     data: dict[str, Any] = {
         "node_id": str(c.node_id), "scope": c.scope, "content_sha256": c.content_sha256, "score": c.score,
         "paths": list(c.paths), "in_context": c.in_context, "has_content": c.has_content, "token_cost": c.token_cost,
@@ -367,7 +452,8 @@ def _candidate_dict(c: ReceiptCandidate) -> dict[str, Any]:
         data["representation"] = c.representation
     if c.provenance is not None:
         p = c.provenance
-        prov: dict[str, Any] = {"formula_version": p.formula_version, "weights": p.weights, "trace": p.trace.model_dump()}
+        prov: dict[str, Any] = {"formula_version": p.formula_version, "weights": p.weights,
+                                "trace": p.trace.as_array(layout)}
         if p.base_node_id != c.node_id:
             prov["base_node_id"] = str(p.base_node_id)
         if p.adjustments:

@@ -6,6 +6,10 @@ one insert, where 50 rows of 38 bound values cost DuckDB several milliseconds). 
 fast path fail-closed, every receipt carries ``projection_sha256``: a digest of exactly the
 packed bytes. The receipt's checksum covers it, and the snapshot recomputes it from the row it
 read, so an edited projection is detected without parsing the receipt.
+
+The float columns follow the receipt version's feature layout (``features.layout_for``):
+versions before 10 keep exactly their layout-1 columns (so their digests never change), version
+10 adds the interaction features and weights. ``float_columns(version)`` names them.
 """
 
 from __future__ import annotations
@@ -19,12 +23,22 @@ from uuid import UUID
 import numpy as np
 
 from prme_core.canonical import canonical_json
+from prme_core.features import FeatureLayout, layout_for
 from prme_core.receipts.versions import FEATURE_LAYOUT
 from prme_core.types import sorted_unique
 
-FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order
+FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order (current layout)
 WEIGHT_COLUMNS = FEATURE_LAYOUT.weight_columns  # w_<additive weight>, then w_<scalar>
 FLOAT_COLUMNS = ("score", *FEATURE_COLUMNS, *WEIGHT_COLUMNS, "reranker_score")
+
+
+def _float_columns(layout: FeatureLayout) -> tuple[str, ...]:
+    return ("score", *layout.feature_columns, *layout.weight_columns, "reranker_score")
+
+
+def float_columns(schema_version: int) -> tuple[str, ...]:
+    """The float columns of a projection of a receipt of ``schema_version``."""
+    return _float_columns(layout_for(max(schema_version, 1)))
 INT_COLUMNS = ("rank", "formula_version", "in_context", "has_content", "context_position", "token_cost")
 TEXT_COLUMNS = ("node_id", "base_node_id", "adjustments")
 CANDIDATE_COLUMNS = (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)
@@ -70,9 +84,11 @@ def candidate_columns(receipt: Projectable) -> dict[str, list[Any]]:
 
 
 def _columns(receipt: Projectable) -> dict[str, list[Any]]:
-    cols: dict[str, list[Any]] = {name: [] for name in CANDIDATE_COLUMNS}
+    layout = layout_for(max(receipt.schema_version, 1))
+    feature_columns, weight_columns = layout.feature_columns, layout.weight_columns
+    cols: dict[str, list[Any]] = {name: [] for name in (*TEXT_COLUMNS, *INT_COLUMNS, *_float_columns(layout))}
     nan = float("nan")
-    weight_rows = [(*w.vector(), *(getattr(w, name) for name in FEATURE_LAYOUT.scalars)) for w in receipt.weight_sets]
+    weight_rows = [tuple(getattr(w, name) for name in layout.additive + layout.scalars) for w in receipt.weight_sets]
     for rank, c in enumerate(receipt.candidates):
         p = c.provenance
         cols["node_id"].append(str(c.node_id))
@@ -87,15 +103,15 @@ def _columns(receipt: Projectable) -> dict[str, list[Any]]:
             cols["base_node_id"].append("")
             cols["formula_version"].append(0)
             cols["adjustments"].append("")
-            for name in (*FEATURE_COLUMNS, *WEIGHT_COLUMNS):
+            for name in (*feature_columns, *weight_columns):
                 cols[name].append(nan)
             continue
         cols["base_node_id"].append(str(p.base_node_id))
         cols["formula_version"].append(p.formula_version)
         cols["adjustments"].append(canonical_json([a.canonical_dict() for a in p.adjustments]).decode())
-        for name, value in zip(FEATURE_COLUMNS, p.trace.model_dump(), strict=True):
+        for name, value in zip(feature_columns, p.trace.as_array(layout), strict=True):
             cols[name].append(value)
-        for name, value in zip(WEIGHT_COLUMNS, weight_rows[p.weights], strict=True):
+        for name, value in zip(weight_columns, weight_rows[p.weights], strict=True):
             cols[name].append(value)
     return cols
 
@@ -105,7 +121,8 @@ class PackedProjection:
     """A receipt's candidate columns packed for storage: one row per receipt.
 
     ``int_columns`` holds the ``INT_COLUMNS`` as little-endian int64 arrays, column after
-    column; ``float_columns`` the ``FLOAT_COLUMNS`` as float64 arrays (absent values are NaN);
+    column; ``float_columns`` the receipt version's ``float_columns`` as float64 arrays (absent
+    values are NaN);
     the text columns are joined by U+001F. These bytes are exactly what the digest hashes.
     """
 
@@ -129,16 +146,22 @@ class PackedProjection:
         """The ``INT_COLUMNS`` as one (columns, candidates) int64 matrix."""
         return np.frombuffer(self.int_columns, dtype="<i8").reshape(len(INT_COLUMNS), int(self.header["candidate_count"]))
 
+    @property
+    def float_names(self) -> tuple[str, ...]:
+        """The float column names of this projection's receipt version."""
+        return float_columns(int(self.header["schema_version"]))
+
     def float_block(self) -> np.ndarray:
-        """The ``FLOAT_COLUMNS`` as one (columns, candidates) float64 matrix."""
-        return np.frombuffer(self.float_columns, dtype="<f8").reshape(len(FLOAT_COLUMNS), int(self.header["candidate_count"]))
+        """The ``float_names`` columns as one (columns, candidates) float64 matrix."""
+        return np.frombuffer(self.float_columns, dtype="<f8").reshape(len(self.float_names),
+                                                                     int(self.header["candidate_count"]))
 
     def arrays(self) -> dict[str, Any]:
         """Column name → numpy array (or list of strings for the text columns)."""
         n = int(self.header["candidate_count"])
         ints, floats = self.int_block(), self.float_block()
         out: dict[str, Any] = {name: ints[i] for i, name in enumerate(INT_COLUMNS)}
-        out.update({name: floats[i] for i, name in enumerate(FLOAT_COLUMNS)})
+        out.update({name: floats[i] for i, name in enumerate(self.float_names)})
         texts = {"node_id": self.node_ids, "base_node_id": self.base_node_ids, "adjustments": self.adjustments}
         for name, text in texts.items():
             out[name] = text.split("\x1f") if n else []
@@ -148,7 +171,8 @@ class PackedProjection:
 def pack_columns(header: Mapping[str, Any], columns: Mapping[str, Sequence[Any]]) -> PackedProjection:
     n = int(header["candidate_count"])
     ints = np.asarray([columns[c] for c in INT_COLUMNS], dtype="<i8").reshape(len(INT_COLUMNS), n)
-    floats = np.array([columns[c] for c in FLOAT_COLUMNS], dtype="<f8").reshape(len(FLOAT_COLUMNS), n)
+    names = float_columns(int(header["schema_version"]))
+    floats = np.array([columns[c] for c in names], dtype="<f8").reshape(len(names), n)
     floats[np.isnan(floats)] = np.nan  # one NaN bit pattern
     return PackedProjection(dict(header), ints.tobytes(), floats.tobytes(), "\x1f".join(columns["node_id"]),
                             "\x1f".join(columns["base_node_id"]), "\x1f".join(columns["adjustments"]))

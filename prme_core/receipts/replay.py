@@ -57,7 +57,9 @@ def base_scores(receipt: Replayable) -> np.ndarray:
     if n == 0:
         return out
     sets = receipt.weight_sets
-    set_weights = np.array([w.vector() for w in sets], dtype=np.float64)
+    # Receipts before version 10 parse with interaction features and weights of 0, which add
+    # exactly nothing, so one (current-layout) formula replays every version.
+    set_weights = np.array([w.additive_vector() for w in sets], dtype=np.float64)
     set_scalars = np.array([_SCALARS(w) for w in sets], dtype=np.float64)
     w1 = [i for i, p in enumerate(provs) if p.formula_version == 1]  # type: ignore[union-attr]
     if w1:

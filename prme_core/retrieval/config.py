@@ -7,11 +7,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from prme_core.features import WEIGHT_NAMES
+from prme_core.features import INTERACTION_NAMES, WEIGHT_NAMES
 from prme_core.types import FrozenModel, Unit
 
 WEIGHT_FIELDS: tuple[str, ...] = WEIGHT_NAMES  # one field per additive weight (prme_core.features)
+INTERACTION_FIELDS: tuple[str, ...] = INTERACTION_NAMES  # one bounded weight per interaction feature
 WEIGHT_SUM_TOLERANCE = 1e-6
+MAX_INTERACTION_WEIGHT = 0.5
+MAX_RECEIPT_POOL_DEPTH = 1000
+
+InteractionWeight = Annotated[float, Field(ge=0.0, le=MAX_INTERACTION_WEIGHT)]
 
 DEFAULT_NODE_TYPE_BOOSTS: dict[str, float] = {
     "fact": 1.15, "preference": 1.15, "decision": 1.15, "instruction": 1.15, "summary": 1.10,
@@ -24,6 +29,11 @@ class ScoringWeights(FrozenModel):
     ``fusion="weighted"`` is formula 1 (weighted sum, the default); ``"rrf"`` is formula 2
     (rank fusion of the semantic and lexical channels, RFC-0005 §7.2), which ignores the
     additive weights and cannot take ranking multipliers.
+
+    ``term_coverage``, ``bigram_overlap`` and ``entity_match`` weight the query–memory
+    interaction features (``retrieval.interaction``) in formula 1: each in [0, 0.5], added on
+    top of the six (not part of their sum, untouched by ranking multipliers). They default to 0
+    until tuning sets them; receipts before version 10 mean 0.
     """
 
     semantic: Unit = 0.25
@@ -40,6 +50,9 @@ class ScoringWeights(FrozenModel):
         default_factory=lambda: dict(DEFAULT_NODE_TYPE_BOOSTS))
     fusion: Literal["weighted", "rrf"] = "weighted"
     rrf_k: Annotated[int, Field(ge=1, le=10_000)] = 60
+    term_coverage: InteractionWeight = 0.0
+    bigram_overlap: InteractionWeight = 0.0
+    entity_match: InteractionWeight = 0.0
 
     @model_validator(mode="after")
     def _weights_sum_to_one(self) -> "ScoringWeights":
@@ -51,6 +64,13 @@ class ScoringWeights(FrozenModel):
 
     def vector(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in WEIGHT_FIELDS)
+
+    def interaction_vector(self) -> tuple[float, ...]:
+        return tuple(getattr(self, f) for f in INTERACTION_FIELDS)
+
+    def additive_vector(self) -> tuple[float, ...]:
+        """Every weight formula 1 multiplies a feature by (``features.ADDITIVE_NAMES`` order)."""
+        return self.vector() + self.interaction_vector()
 
     def boost(self, node_type: str) -> float:
         return self.node_type_boosts.get(node_type, 1.0)
@@ -80,3 +100,5 @@ class PackingConfig(FrozenModel):
     episode_context_top_k: Annotated[int, Field(ge=0, le=50)] = 0
     episode_context_local_k: Annotated[int, Field(ge=1, le=64)] = 8
     episode_context_score_decay: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    # How many scored pool members a version-10 receipt records for pool replay (0 = none).
+    receipt_pool_depth: Annotated[int, Field(ge=0, le=MAX_RECEIPT_POOL_DEPTH)] = 100

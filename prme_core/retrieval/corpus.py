@@ -2,7 +2,10 @@
 
 Building a corpus costs one read of the owner's active nodes plus index construction; it is
 cached per owner and rebuilt only when the owner's memory revision changes (one cheap query per
-retrieval checks it), so retrieval reads no node rows on the hot path.
+retrieval checks it), so retrieval reads no node rows on the hot path. The BM25 parameters are
+an engine setting (``retrieval.bm25``, in ``EngineSettings.bm25``); a cache serves one set of
+them, and ``lexical_identity`` is what receipts record, so rankings made under other
+parameters carry another feature identity.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ import numpy as np
 from scipy import sparse
 
 from prme_core.canonical import parse_json
+from prme_core.retrieval.bm25 import Bm25Parameters
 from prme_core.retrieval.embedding import EmbeddingProvider, cosine_scores, row_norms
 from prme_core.retrieval.query_analysis import has_date, has_update_language
-from prme_core.retrieval.text import lexical_tokens
+from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
 from prme_core.storage.base import Store
 
-BM25_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
 EPISTEMIC_WEIGHTS = {
     "observed": 1.0, "asserted": 0.9, "inferred": 0.7, "hypothetical": 0.3, "conditional": 0.5,
     "deprecated": 0.1, "unverified": 0.5,
@@ -40,15 +43,25 @@ def epistemic_weight(epistemic_type: str, metadata: dict[str, Any] | None) -> fl
     return EPISTEMIC_WEIGHTS.get(epistemic_type, 0.7)
 
 
+def lexical_identity(bm25: Bm25Parameters) -> dict[str, Any]:
+    """The lexical channel as receipts record it (part of the execution feature identity)."""
+    return {"backend": "bm25s", "version": bm25s.__version__, **bm25.as_parameters(), "analyzer": LEXICAL_ANALYZER_ID}
+
+
+BM25_PARAMS = Bm25Parameters().as_parameters()
+"""The default parameters as a dict, for callers that have no ``EngineSettings`` at hand."""
+
+
 class _LexicalIndex:
     """BM25 (bm25s, Lucene variant) over the corpus; empty corpora score nothing."""
 
-    def __init__(self, tokens: list[list[str]]) -> None:
+    def __init__(self, tokens: list[list[str]], bm25: Bm25Parameters) -> None:
         self.size = len(tokens)
+        self.bm25 = bm25
         self.vocabulary: set[str] = {t for doc in tokens for t in doc}
         self._index = None
         if self.size and self.vocabulary:
-            self._index = bm25s.BM25(**BM25_PARAMS)
+            self._index = bm25s.BM25(**bm25.as_parameters())
             self._index.index(tokens, show_progress=False)
 
     def scores(self, query_tokens: list[str]) -> np.ndarray:
@@ -143,7 +156,7 @@ def _float_column(table: Any, name: str) -> np.ndarray:
 
 
 def build_corpus(owner: str, revision: int, table: Any, edges: list[tuple[str, str, str, float]],
-                 embedder: EmbeddingProvider) -> Corpus:
+                 embedder: EmbeddingProvider, bm25: Bm25Parameters) -> Corpus:
     ids = [str(v) for v in table.column("id").to_pylist()]
     content = table.column("content").to_pylist()
     scope = np.array(table.column("scope").to_pylist(), dtype=object)
@@ -182,7 +195,7 @@ def build_corpus(owner: str, revision: int, table: Any, edges: list[tuple[str, s
         epistemic_type=epistemic_type, epistemic=epistemic,
         dated=np.array([has_date(t) for t in content], dtype=bool),
         updating=np.array([has_update_language(t) for t in content], dtype=bool),
-        lexical=_LexicalIndex(tokens), vectors=_VectorIndex(matrix),
+        lexical=_LexicalIndex(tokens, bm25), vectors=_VectorIndex(matrix),
         sessions=sessions, session_position=position, neighbours=neighbours, index_of=index_of,
     )
 
@@ -192,12 +205,15 @@ class CorpusCache:
 
     The revision changes with every commit that writes the owner's memory, in commit order, and
     is read before the rows, so a cached corpus never lacks a memory committed before the read.
+    A cache builds with one set of BM25 parameters and serves only corpora built with them.
     """
 
-    def __init__(self, store: Store, embedder: EmbeddingProvider, capacity: int = MAX_CACHED_OWNERS) -> None:
+    def __init__(self, store: Store, embedder: EmbeddingProvider, capacity: int = MAX_CACHED_OWNERS, *,
+                 bm25: Bm25Parameters | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.capacity = capacity
+        self.bm25 = bm25 or Bm25Parameters()
         self._cache: OrderedDict[str, Corpus] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -208,11 +224,11 @@ class CorpusCache:
                 cached = self._cache.get(owner)
                 if cached is not None:
                     self._cache.move_to_end(owner)
-            if cached is not None and cached.revision == revision:
+            if cached is not None and cached.revision == revision and cached.lexical.bm25 == self.bm25:
                 return cached
             table = tx.active_node_table(owner)
             edges = tx.edge_list(owner)
-        corpus = build_corpus(owner, revision, table, edges, self.embedder)
+        corpus = build_corpus(owner, revision, table, edges, self.embedder, self.bm25)
         with self._lock:
             current = self._cache.get(owner)
             if current is None or current.revision <= revision:  # a slower rebuild never replaces a newer one

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from prme_core.canonical import canonical_digest
+from prme_core.features import TRACE_FIELDS
 
 _SOURCES = ("formula", "multipliers", "scoring", "query_analysis", "candidates", "corpus", "session_context",
-            "ranked", "reranker", "packing", "rendering", "text", "embedding", "tokenizer", "pipeline")
+            "ranked", "ranking", "interaction", "reranker", "packing", "rendering", "text", "embedding", "tokenizer",
+            "pipeline")
 _PACKAGES = ("prme-learning", "numpy", "bm25s", "pydantic", "orjson")
 _BACKEND_PACKAGES = {"duckdb": "duckdb", "postgresql": "psycopg"}
 
@@ -41,6 +43,7 @@ def execution_features(*, backend: str, storage_class: str, embedding: dict[str,
         packages[driver] = _version(driver)
     return {
         "python": platform.python_version(),
+        "trace_layout": list(TRACE_FIELDS),  # the scorer's features: a profile fitted on others never applies
         "packages": packages,
         "source_sha256": source_hashes(),
         "embedding": embedding,

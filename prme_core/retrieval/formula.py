@@ -6,7 +6,8 @@ summation order could vary), which keeps every result bit-identical across runs 
 
 Formula 1 (weighted sum), per candidate (features and weights in ``prme_core.features`` order):
     additive = w_sem·sem + w_lex·lex + w_graph·graph + w_rec·rec + w_sal·sal + w_conf·conf
-               (summed left to right over the additive features)
+               (+ β_cov·coverage + β_bi·bigrams + β_ent·entities from layout 2 on;
+               summed left to right over the additive features)
     score    = (additive × epistemic + temporal_boost × temporal_affinity) × node_type_boost
     score    = min(score, sem + lex) when relevance_floor > 0 and sem + lex < relevance_floor
     score    = round(score, 10)
@@ -26,6 +27,7 @@ import numpy as np
 
 from prme_core.features import (
     EPISTEMIC_INDEX,
+    INTERACTION_OFFSET,
     LEXICAL_INDEX,
     NODE_TYPE_INDEX,
     SEMANTIC_INDEX,
@@ -45,13 +47,17 @@ def round_scores(values: np.ndarray) -> np.ndarray:
 def weighted_base_scores(features: np.ndarray, weights: np.ndarray, scalars: np.ndarray) -> np.ndarray:
     """Formula 1 for n candidates.
 
-    ``features`` (n, FEATURE_COUNT): the ``TRACE_FEATURES``, additive ones first. ``weights``
-    (n, WEIGHT_COUNT): the applied additive weights. ``scalars`` (n, 2): temporal_boost,
-    relevance_floor.
+    ``features`` (n, features): a layout's ``features`` (weighted, factors, then any
+    interactions). ``weights`` (n, WEIGHT_COUNT) for layout 1 or (n, WEIGHT_COUNT +
+    INTERACTION_COUNT) for layout 2: the applied additive weights (``layout.additive``).
+    ``scalars`` (n, 2): temporal_boost, relevance_floor. Interaction terms are added after the
+    six, so zero interaction weights give exactly the layout-1 score.
     """
     f = features
     w = weights
     additive = reduce(operator.add, (w[:, i] * f[:, i] for i in range(WEIGHT_COUNT)))
+    for j in range(w.shape[1] - WEIGHT_COUNT):
+        additive = additive + w[:, WEIGHT_COUNT + j] * f[:, INTERACTION_OFFSET + j]
     score = additive * f[:, EPISTEMIC_INDEX]
     score = score + scalars[:, 0] * f[:, TEMPORAL_INDEX]
     score = score * f[:, NODE_TYPE_INDEX]

@@ -30,10 +30,11 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraint
 
 from prme_core.canonical import utc_isoformat
 from prme_core.errors import InvalidInput, UnsupportedOperation
-from prme_core.features import EPISTEMIC_INDEX, TRACE_FEATURES
+from prme_core.features import EPISTEMIC_INDEX, INTERACTION_NAMES, TRACE_FEATURES
 from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import (
     CURRENT_SCHEMA_VERSION,
+    CandidatePool,
     RankFusion,
     ReceiptCandidate,
     RetrievalExecution,
@@ -48,21 +49,22 @@ from prme_core.retrieval.config import Fidelity, PackingConfig, ScoringWeights
 from prme_core.retrieval.corpus import BM25_PARAMS, Corpus, CorpusCache
 from prme_core.retrieval.embedding import EmbeddingProvider
 from prme_core.retrieval.execution import execution_features, feature_identity_sha256
-from prme_core.retrieval.formula import SortPolicy, rank_fused_scores, weighted_base_scores
+from prme_core.retrieval.formula import SortPolicy, rank_fused_scores
+from prme_core.retrieval.interaction import QueryTerms, interaction_features
 from prme_core.retrieval.multipliers import RankingMultipliers, adjusted_weights
 from prme_core.retrieval.packing import ContextBundle, entry_cost, pack
 from prme_core.retrieval.query_analysis import QueryAnalysis, analyze_query, temporal_affinity
 from prme_core.retrieval.ranked import Op, Ranked, ordered
+from prme_core.retrieval.ranking import ScoredPool, formula_scores, path_mask, path_score, rank_pool
 from prme_core.retrieval.reranker import Reranker, RerankerSettings, reranker_identity
 from prme_core.retrieval.rendering import PackItem
 from prme_core.retrieval.scoring import (
     competition_ranks,
-    current_update_coefficients,
     pool_relative,
     recency_factors,
     redistribute,
 )
-from prme_core.retrieval.session_context import expand_sessions, route_episodes
+from prme_core.retrieval.session_context import corpus_neighbours, route_episodes
 from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
 from prme_core.retrieval.tokenizer import tokenizer_identity
 from prme_core.storage.base import Store
@@ -258,6 +260,9 @@ class _Run:
         self.analysis: QueryAnalysis = analyze_query(request.query, request.reference_time)
         self.policy: SortPolicy = "score_path_id"
         self.pool_rows: list[int] = []
+        self.base_order: list[int] = []
+        self.current_state = False
+        self.query_terms = QueryTerms(request.query)
 
     # --- ranking ------------------------------------------------------------------------
 
@@ -308,37 +313,38 @@ class _Run:
         else:
             affinity = np.zeros(n)
         boosts = np.array([w.boost(c.node_type[r]) for r in rows], dtype=np.float64)
+        interactions = interaction_features(self.query_terms, c, pool.rows)
         computed = {"semantic": semantic, "lexical": lexical, "graph": graph, "recency": recency,
                     "salience": c.salience[rows], "confidence": c.confidence[rows],
-                    "epistemic_weight": c.epistemic[rows], "temporal_affinity": affinity, "node_type_boost": boosts}
+                    "epistemic_weight": c.epistemic[rows], "temporal_affinity": affinity, "node_type_boost": boosts,
+                    **{name: interactions[:, j] for j, name in enumerate(INTERACTION_NAMES)}}
         self.features = np.column_stack([computed[name] for name in TRACE_FEATURES])  # in layout order
-        self.path_scores = np.array([min(len(p) / 3.0, 1.0) for p in pool.paths], dtype=np.float64)
+        self.path_scores = np.array([path_score(p) for p in pool.paths], dtype=np.float64)
+        newest = memory_us == np.max(memory_us)
+        self.current_state = current
+        self.scored = ScoredPool(
+            rows=pool.rows, node_keys=[c.uuids[r].int for r in pool.rows], features=self.features, paths=pool.paths,
+            cross_scope=[bool(cross[r]) for r in pool.rows], update_eligible=current & newest & updating,
+            neighbours=corpus_neighbours(c, eligible, cross, req.packing.session_context_window))
         if w.fusion == "weighted":
-            base = weighted_base_scores(self.features, np.tile(np.array(w.vector()), (n, 1)),
-                                        np.tile(np.array([w.temporal_boost, w.relevance_floor]), (n, 1)))
+            base = formula_scores(self.scored, w)
             self.fusion = None
         else:
             base = self._rank_fusion(pool, semantic, lexical, affinity, boosts, w)
         self.base = base
-        newest = memory_us == np.max(memory_us)
-        coefficients = current_update_coefficients(base, semantic + lexical, current & newest & updating, w)
-        items: list[Ranked] = []
-        for i, row in enumerate(pool.rows):
-            ops = (Op("current_update", float(coefficients[i])),) if coefficients[i] != 1.0 else ()
-            items.append(Ranked(row=row, source=i, base=float(base[i]), ops=ops, paths=set(pool.paths[i]),
-                                cross_scope=bool(cross[row]), node_key=c.uuids[row].int, path_score=float(self.path_scores[i])))
-        items = ordered(items, "score_path_id")
-        items = self._rerank(items)
         pack_cfg = req.packing
-        changed = route_episodes(items, c, eligible, cross, query_tokens, top_k=pack_cfg.episode_context_top_k,
-                                 local_k=pack_cfg.episode_context_local_k, decay=pack_cfg.episode_context_score_decay)
-        changed |= expand_sessions(items, c, eligible, cross, top_k=pack_cfg.session_context_top_k,
-                                   window=pack_cfg.session_context_window, decay=pack_cfg.session_context_score_decay)
-        if changed:
-            self.policy = "score_id"
-            items = ordered(items, "score_id")
-        kept = [r for r in items if r.score >= req.min_score]
-        return kept[: req.limit]
+        route = None
+        if pack_cfg.episode_context_top_k > 0:
+            def route(items: list[Ranked]) -> bool:
+                return route_episodes(items, c, eligible, cross, query_tokens, top_k=pack_cfg.episode_context_top_k,
+                                      local_k=pack_cfg.episode_context_local_k,
+                                      decay=pack_cfg.episode_context_score_decay)
+        ranking = rank_pool(self.scored, base, w, session_top_k=pack_cfg.session_context_top_k,
+                            session_decay=pack_cfg.session_context_score_decay, min_score=req.min_score,
+                            limit=req.limit, rerank=self._rerank if self.p.reranker is not None else None, route=route)
+        self.policy = ranking.policy
+        self.base_order = ranking.base_order
+        return ranking.kept
 
     def _rank_fusion(self, pool: Any, semantic: np.ndarray, lexical: np.ndarray, affinity: np.ndarray,
                      boosts: np.ndarray, w: ScoringWeights) -> np.ndarray:
@@ -354,10 +360,10 @@ class _Run:
         return rank_fused_scores(sem_rank.astype(np.float64), lex_rank.astype(np.float64), factors,
                                  np.full(semantic.size, float(w.rrf_k)))
 
-    def _rerank(self, items: list[Ranked]) -> list[Ranked]:
+    def _rerank(self, items: list[Ranked]) -> list[Ranked] | None:
         reranker = self.p.reranker
         if reranker is None or not items:
-            return items
+            return None
         settings = self.p.reranker_settings
         prefix = items[: settings.top_k]
         neural = reranker.score(self.req.query, [self.corpus.content[r.row] for r in prefix])
@@ -365,7 +371,6 @@ class _Run:
             value = min(max(float(value), 0.0), 1.0)
             r.with_op(Op("neural_blend", settings.prior_weight, value))
             r.reranker_score = value
-        self.policy = "reranked_prefix"
         return ordered(items, "reranked_prefix")
 
     # --- packing and recording ----------------------------------------------------------
@@ -422,7 +427,47 @@ class _Run:
             result_limit=req.limit, min_score=req.min_score, time_from=req.time_from, time_to=req.time_to,
             scoring=req.scoring, packing=req.packing, weight_sets=(self.applied,), ranking_policy=self.policy,
             candidates=tuple(candidates), context_sha256=bundle.context_sha256(), context_tokens=bundle.tokens_used,
-            execution=RetrievalExecution(parameters=self._parameters(), features=features),
+            execution=RetrievalExecution(parameters=self._parameters(), features=features), pool=self._pool_record(),
+        )
+
+    def _pool_record(self) -> CandidatePool:
+        """The scored pool to ``receipt_pool_depth`` members in base order (``receipts.pool``)."""
+        c, req = self.corpus, self.req
+        depth, size = req.packing.receipt_pool_depth, len(self.pool_rows)
+        reason = ("rank_fusion" if self.applied.fusion != "weighted" else
+                  "neural_reranker" if self.p.reranker is not None else
+                  "episode_routing" if req.packing.episode_context_top_k > 0 else None)
+        chosen = self.base_order[:depth]
+        rows = [self.pool_rows[i] for i in chosen]
+        neighbours: tuple[tuple[int, ...], ...] = ()
+        outside_rows: dict[int, int] = {}
+        outside_cross: list[int] = []
+        if rows and req.packing.session_context_top_k > 0:
+            member = {row: j for j, row in enumerate(rows)}
+            lists = []
+            for row in rows:
+                refs = []
+                for n in self.scored.neighbours(row):
+                    j = member.get(n.row)
+                    if j is None:
+                        j = outside_rows.get(n.row)
+                        if j is None:
+                            j = outside_rows[n.row] = len(outside_rows)
+                            if n.cross_scope:
+                                outside_cross.append(j)
+                        j += len(rows)
+                    refs.append(j)
+                lists.append(tuple(refs))
+            neighbours = tuple(lists)
+        eligible = self.scored.update_eligible if rows else ()
+        return CandidatePool(
+            depth=depth, size=size, complete=size <= depth, replayable=reason is None, reason=reason,
+            current_state=self.current_state, episodic=self.analysis.episodic and not self.current_state,
+            node_ids=tuple(c.uuids[r] for r in rows), features=tuple(map(tuple, self.features[chosen].tolist())) if rows else (),
+            paths=tuple(path_mask(self.pool.paths[i]) for i in chosen),
+            cross_scope=tuple(j for j, i in enumerate(chosen) if self.scored.cross_scope[i]),
+            update_eligible=tuple(j for j, i in enumerate(chosen) if eligible[i]),
+            neighbours=neighbours, outside_ids=tuple(c.uuids[r] for r in outside_rows), outside_cross_scope=tuple(outside_cross),
         )
 
     def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:

@@ -16,7 +16,8 @@ ranking the list is re-sorted by (−score, id): the "score_id" sort policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,23 +43,52 @@ def _place(items: list[Ranked], by_row: dict[int, int], candidate: Ranked) -> bo
     return False
 
 
-def expand_sessions(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, cross: np.ndarray, *,
-                    top_k: int, window: int, decay: float) -> bool:
+@dataclass(frozen=True)
+class Neighbour:
+    """A session neighbour a trigger can lend its score to: member key, node key, cross-scope."""
+
+    row: int
+    node_key: int
+    cross_scope: bool
+
+
+NeighbourSource = Callable[[int], Sequence[Neighbour]]
+"""Member key → its eligible session neighbours within the window, in session order."""
+
+
+def corpus_neighbours(corpus: Corpus, eligible: np.ndarray, cross: np.ndarray, window: int) -> NeighbourSource:
+    """Neighbours from a live corpus (same scope and session, within ``window`` turns, eligible),
+    computed once per row per request."""
+    cache: dict[int, list[Neighbour]] = {}
+
+    def of(row: int) -> list[Neighbour]:
+        found = cache.get(row)
+        if found is None:
+            found = cache[row] = []
+            sid = corpus.session_id[row]
+            if sid is not None:
+                members = corpus.sessions[(str(corpus.scope[row]), sid)]
+                at = int(corpus.session_position[row])
+                for pos in range(max(0, at - window), min(len(members), at + window + 1)):
+                    other = members[pos]
+                    if other != row and eligible[other]:
+                        found.append(Neighbour(other, corpus.uuids[other].int, bool(cross[other])))
+        return found
+
+    return of
+
+
+def expand_sessions(items: list[Ranked], neighbours: NeighbourSource, *, top_k: int, decay: float) -> bool:
     """Session-neighbour inheritance in place; True when the ranking changed."""
     if top_k <= 0:
         return False
-    triggers = [r for r in items[:top_k] if corpus.session_id[r.row] is not None]
+    triggers = items[:top_k]
     by_row = {r.row: i for i, r in enumerate(items)}
     changed = False
     for trigger in triggers:
-        members = corpus.sessions[(str(corpus.scope[trigger.row]), corpus.session_id[trigger.row])]  # type: ignore[index]
-        at = int(corpus.session_position[trigger.row])
-        for pos in range(max(0, at - window), min(len(members), at + window + 1)):
-            row = members[pos]
-            if row == trigger.row or not eligible[row]:
-                continue
-            inherited = trigger.inherit(row, Op("session_decay", decay, None, trigger.row), corpus.uuids[row].int,
-                                        "session", bool(cross[row]))
+        for n in neighbours(trigger.row):
+            inherited = trigger.inherit(n.row, Op("session_decay", decay, None, trigger.row), n.node_key,
+                                        "session", n.cross_scope)
             changed |= _place(items, by_row, inherited)
     return changed
 
@@ -69,7 +99,7 @@ def _episode_index(corpus: Corpus) -> tuple[list[tuple[str, str]], dict[tuple[st
     if cached is None:
         keys = sorted(corpus.sessions)
         docs = [[t for row in corpus.sessions[k] for t in lexical_tokens(corpus.content[row])] for k in keys]
-        cached = (keys, {k: i for i, k in enumerate(keys)}, _LexicalIndex(docs))
+        cached = (keys, {k: i for i, k in enumerate(keys)}, _LexicalIndex(docs, corpus.lexical.bm25))
         corpus.extras["episodes"] = cached
     return cached
 

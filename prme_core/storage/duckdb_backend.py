@@ -244,7 +244,11 @@ _DAMAGE_PHRASES = (
 
 
 def _damage(target: str, exc: duckdb.Error) -> StoreDamaged | None:
-    """The typed error for a DuckDB failure caused by a damaged file or WAL, or None."""
+    """The typed error for a DuckDB failure caused by a damaged file or WAL, or None. Errors
+    about the statement or its values (binder, catalog, constraint, conversion) are never
+    damage, even when a value they quote happens to contain a damage phrase."""
+    if isinstance(exc, (duckdb.ProgrammingError, duckdb.IntegrityError, duckdb.DataError)):
+        return None
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lowered = str(exc).lower()
     internal = isinstance(exc, duckdb.InternalException)
@@ -263,7 +267,11 @@ def _damage(target: str, exc: duckdb.Error) -> StoreDamaged | None:
 
 @contextmanager
 def _damage_reported(target: str) -> Iterator[None]:
-    """Re-raise DuckDB errors caused by a damaged file as ``StoreDamaged``; others pass unchanged."""
+    """Re-raise DuckDB errors caused by a damaged file as ``StoreDamaged``; others pass unchanged.
+
+    A signal handler's exception (Ctrl-C) during a query reaches Python as DuckDB's
+    ``RuntimeError("Query interrupted")``, which any ``except Exception`` would swallow; it is
+    re-raised as the ``KeyboardInterrupt`` it stands for."""
     try:
         yield
     except duckdb.Error as exc:
@@ -271,6 +279,10 @@ def _damage_reported(target: str) -> Iterator[None]:
         if damaged is None:
             raise
         raise damaged from exc
+    except RuntimeError as exc:
+        if str(exc) == "Query interrupted":
+            raise KeyboardInterrupt(f"DuckDB query on {target} interrupted") from exc
+        raise
 
 
 def _lock_conflict(exc: duckdb.Error) -> bool:
