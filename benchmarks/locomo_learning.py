@@ -75,7 +75,7 @@ from prme_core.datasets.locomo import (
     split_questions,
 )
 from prme_core.engine import MemoryClient
-from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable
+from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable, StoreUnavailable
 from prme_core.learning.evidence import latest_artifact
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
@@ -153,14 +153,21 @@ def store_url_for(store: str) -> Iterator[tuple[str, str]]:
             yield f"duckdb:///{Path(tmp) / 'locomo.duckdb'}", "duckdb (fresh temporary file)"
         return
     if not store.startswith(("postgresql://", "postgres://")):
-        raise SystemExit(f"--store: expected 'duckdb' or a postgresql:// URL, got {store!r}")
+        raise InvalidInput("--store", f"expected 'duckdb' or a postgresql:// URL, got {store!r}")
     import psycopg
 
+    from prme_core.storage.postgres_backend import CONNECT_TIMEOUT_S, unreachable_message
+    from prme_core.storage.url import parse_store_url
+
+    try:  # reachable before any work (the server's own reason, at once)
+        psycopg.connect(store, connect_timeout=CONNECT_TIMEOUT_S).close()
+    except psycopg.Error as exc:
+        raise StoreUnavailable(unreachable_message(parse_store_url(store), exc)) from exc
     schema = f"locomo_{uuid.uuid4().hex[:12]}"
     try:
         yield f"{store}{'&' if '?' in store else '?'}prme_schema={schema}", f"postgresql (fresh schema {schema}, dropped)"
     finally:
-        with psycopg.connect(store, autocommit=True) as conn:
+        with psycopg.connect(store, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 

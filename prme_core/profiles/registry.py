@@ -250,39 +250,44 @@ def record_change(tx: StoreSession, state: RankingProfileState) -> None:
     """Append a pointer change and move the pointer's head row to it (one transaction).
 
     The head row is a derived index, rewritten with each change, so retrieval finds the pointer
-    by primary key; the log stays the system of record and ``pointer_head`` checks the row
-    against it.
+    by primary key; the append-only change index records the change's log position in the same
+    transaction, and ``pointer_head`` checks the row against it and the log.
     """
     key = scope_key(state.scopes)
     op_id = record_operation_id("ranking-profile-state", state.owner, state.change_id)
     draft = OperationDraft(id=op_id, owner=state.owner, op_type=OP_STATE, payload=state.canonical_bytes(),
                            scope_key=key, target_id=str(state.change_id))
     stored, _ = tx.append_operation(draft)
+    tx.index_pointer_change(stored)
     tx.write_pointer_head(state.owner, key, stored)
 
 
 def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState | None:
     """The newest pointer change of (owner, scope key), found through its head row and believed
-    only if the log agrees: the row must name the log's newest pointer change of that key (or be
-    absent when the log has none), and that change must match its checksum.
+    only if the change index agrees and the logged change itself verifies.
 
-    Two small reads: the head row by primary key, then the key's pointer changes from the log
-    position it names on (indexed on PostgreSQL; on DuckDB a scan that skips row groups older
-    than that position, or the whole log when there is no head row). Raises ``PointerHeadStale`` when the row disagrees with the log and
-    ``CorruptRecord`` when the change fails verification.
+    Two small statements, neither of which scans the log: the head row with the newest entry of
+    the append-only change index (both by key), then the named change from the log by its
+    position (only when there is a head).
+    The head must name the newest indexed change (or be absent when there is none), and that
+    change must pass its owner and checksum checks. Raises ``PointerHeadStale`` when the head
+    disagrees and ``CorruptRecord`` when the change fails verification or is missing.
     """
-    head = tx.pointer_head_position(owner, key)
-    head_id, head_seq = head if head is not None else (None, None)
-    ops = tx.scoped_operations_from(owner, OP_STATE, key, 0 if head_seq is None else head_seq, limit=2)
+    head, newest = tx.pointer_position(owner, key)
     if head is None:
-        if ops:
+        if newest is not None:
             raise PointerHeadStale(f"the pointer of {owner!r}/{key!r} has changes in the log but no head row; "
                                    "rebuild the head from the log (rebuild_pointer_head)")
         return None
-    if len(ops) != 1 or (ops[0].id, ops[0].seq) != (head_id, head_seq):
-        raise PointerHeadStale(f"the pointer head of {owner!r}/{key!r} names {head_id}, which is not the newest "
+    if newest is None or head != newest:
+        raise PointerHeadStale(f"the pointer head of {owner!r}/{key!r} names {head[0]}, which is not the newest "
                                "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)")
-    state = parse_record(RankingProfileState, ops[0].verified(owner), owner, "change_id")
+    op_id, seq = newest
+    op = tx.operation_at(op_id, seq)
+    if op is None or op.op_type != OP_STATE or op.scope_key != key:
+        raise CorruptRecord(f"pointer change {op_id} of {owner!r}/{key!r} is missing from the log or filed "
+                            "elsewhere; restore the store from a backup")
+    state = parse_record(RankingProfileState, op.verified(owner), owner, "change_id")
     if scope_key(state.scopes) != key:
         raise CorruptRecord(f"pointer change {state.change_id} is filed under {key!r} but names another scope set")
     return state
@@ -300,6 +305,7 @@ def rebuild_pointer_head(store: Store, owner: Any, scopes: Any) -> RankingProfil
             tx.delete_pointer_head(owner, key)
             return None
         state = parse_record(RankingProfileState, op, owner, "change_id")
+        tx.index_pointer_change(op)
         tx.write_pointer_head(owner, key, op)
         return state
 

@@ -177,10 +177,25 @@ CREATE TABLE memory_revisions (
 MIGRATIONS = MIGRATIONS + (
     Migration(
         5,
-        "log position of the change each ranking-pointer head names (retrieval checks the head against the log)",
+        "log position of the change each ranking-pointer head names, and an append-only index of every "
+        "pointer change (retrieval checks the head against it without scanning the log)",
         """
 ALTER TABLE ranking_pointer_heads ADD COLUMN op_seq BIGINT;
 UPDATE ranking_pointer_heads SET op_seq = (SELECT o.seq FROM operations o WHERE o.id = ranking_pointer_heads.op_id);
+CREATE TABLE ranking_pointer_changes (
+    owner TEXT NOT NULL,
+    scope_key TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    op_id TEXT NOT NULL,
+    PRIMARY KEY (owner, scope_key, seq)
+);
+INSERT INTO ranking_pointer_changes (owner, scope_key, seq, op_id)
+SELECT owner, scope_key, seq, id FROM operations
+WHERE op_type = 'ranking_profile_state' AND scope_key IS NOT NULL;
+""",
+        postgresql_extra="""
+CREATE TRIGGER ranking_pointer_changes_append_only BEFORE UPDATE OR DELETE ON ranking_pointer_changes
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
 """,
     ),
 )

@@ -464,23 +464,25 @@ class StoreSession:
             "AND scope_key IS NOT NULL GROUP BY owner, scope_key ORDER BY newest LIMIT ?", [op_type, after_seq, limit])
         return [(r[0], r[1], int(r[2])) for r in rows]
 
-    def scoped_operations_from(self, owner: str, op_type: str, scope_key: str, from_seq: int,
-                               limit: int) -> list[StoredOperation]:
-        """Up to ``limit`` of the owner's operations of one type and scope key with ``seq >=
-        from_seq``, in no particular order and unverified: enough to tell whether the one at
-        ``from_seq`` is the newest. (A constant bound lets DuckDB skip older row groups.)"""
-        rows = self.conn.fetchall(
-            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? AND scope_key = ? AND seq >= ? "
-            "LIMIT ?", [owner, op_type, scope_key, from_seq, limit])
-        return [row_operation(r) for r in rows]
+    def operation_at(self, op_id: str, seq: int) -> StoredOperation | None:
+        """The operation with this id at this log position, unverified. The position bound lets
+        DuckDB (which scans rather than using the key index) skip every other row group."""
+        rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE seq = ? AND id = ?", [seq, op_id])
+        return row_operation(rows[0]) if rows else None
 
     # --- ranking pointer heads (a derived index over the pointer changes in the log) -----
 
-    def pointer_head_position(self, owner: str, scope_key: str) -> tuple[str, int | None] | None:
-        """(operation id, its log seq) that the head row of (owner, scope key) names; None: no row."""
-        rows = self.conn.fetchall("SELECT op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?",
-                                  [owner, scope_key])
-        return (rows[0][0], None if rows[0][1] is None else int(rows[0][1])) if rows else None
+    def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None,
+                                                                       tuple[str, int] | None]:
+        """In one statement: (operation id, log seq) named by the head row of (owner, scope key),
+        and (operation id, log seq) of the newest entry of the append-only change index; None
+        where there is no such row."""
+        rows = self.conn.fetchall(
+            "SELECT 0, op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? UNION ALL "
+            "SELECT 1, op_id, seq FROM (SELECT op_id, seq FROM ranking_pointer_changes WHERE owner = ? "
+            "AND scope_key = ? ORDER BY seq DESC LIMIT 1) AS newest", [owner, scope_key, owner, scope_key])
+        found = {int(kind): (op_id, None if seq is None else int(seq)) for kind, op_id, seq in rows}
+        return found.get(0), found.get(1)  # type: ignore[return-value]
 
     def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
         """Point the head row of (owner, scope key) at a stored pointer change."""
@@ -492,6 +494,11 @@ class StoreSession:
 
     def delete_pointer_head(self, owner: str, scope_key: str) -> None:
         self.conn.execute("DELETE FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?", [owner, scope_key])
+
+    def index_pointer_change(self, op: StoredOperation) -> None:
+        """Add a stored pointer change to the append-only change index (same transaction)."""
+        self.conn.execute("INSERT INTO ranking_pointer_changes (owner, scope_key, seq, op_id) VALUES (?, ?, ?, ?) "
+                          "ON CONFLICT DO NOTHING", [op.owner, op.scope_key, op.seq, op.id])
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""
