@@ -320,6 +320,35 @@ def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_noth
     assert statuses <= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.CANCELED}, statuses
 
 
+def test_outcome_line_and_table_read_decision_gain_interval_reason_and_needs():
+    from prme_assets.demo.outcome_table import PartitionResult, render_table
+
+    no = PartitionResult("a::personal", "r1", {
+        "outcome": "expected_no", "stopped_by": "offline_gate_passed", "decision": "no_improvement",
+        "reason": "offline gate: no_improvement", "gain": "0.0123", "interval_low": "-0.004", "interval_high": "0.029",
+        "needs": "needs about 240 more judged queries"})
+    assert no.summary() == ("not activated: no_improvement, +0.0123 [-0.0040, +0.0290]; needs about 240 more "
+                            "judged queries")
+    yes = PartitionResult("b::personal", "r2", {
+        "outcome": "passed", "decision": "improved_full_retrieval", "reason": "holdout NDCG gain +0.0300 over 40 groups",
+        "gain": "0.03", "interval_low": "0.01", "interval_high": "0.05"}, activation="activated")
+    assert yes.summary() == "activated: improved_full_retrieval, +0.0300 [+0.0100, +0.0500]"
+    broken = PartitionResult("c::personal", "r3", {}, error="feedback_snapshot: StoreUnavailable: locked")
+    unsound = PartitionResult("d::personal", "r4", {"outcome": "integrity_failure", "stopped_by": "baseline_replay_exact",
+                                                     "reason": "2 judged candidates do not replay"})
+    assert unsound.failed and unsound.summary() == ("failed: integrity failure at baseline_replay_exact: 2 judged "
+                                                    "candidates do not replay")
+    table = render_table([no, yes, broken, unsound]).splitlines()
+    assert table[2] == ("| a::personal | not activated | no_improvement (offline_gate_passed) | +0.0123 [-0.0040, "
+                        "+0.0290] | offline gate: no_improvement (the 95% interval includes 0) | needs about 240 more "
+                        "judged queries |")
+    assert table[3].startswith("| b::personal | activated | improved_full_retrieval | +0.0300 [+0.0100, +0.0500] |")
+    assert table[4] == ("| c::personal | FAILED | — | — | feedback_snapshot: StoreUnavailable: locked | fix the cause "
+                        "and rerun prme main |")
+    assert table[5].startswith("| d::personal | FAILED (integrity) | — (baseline_replay_exact) | — | integrity failure")
+    assert table[-1] == "4 learning targets; 1 with an active profile; 2 failed."
+
+
 # --- the benchmark's output ------------------------------------------------------------------------
 
 def test_benchmark_writes_to_scratch_unless_told_to_update_the_committed_results():

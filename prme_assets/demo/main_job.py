@@ -47,7 +47,7 @@ class LearningRunsFailed(PrmeError):
         self.failed = failed
         first = failed[0]
         more = f" (and {len(failed) - 1} more: {', '.join(r.partition for r in failed[1:])})" if len(failed) > 1 else ""
-        super().__init__(f"learning {first.partition} failed: {first.error}{more}; the table above shows every "
+        super().__init__(f"learning {first.partition} failed: {first.failure()}{more}; the table above shows every "
                          "partition, the Dagster UI the runs")
 
 

@@ -41,6 +41,13 @@ class PartitionResult:
     def active(self) -> bool:
         return self.activation in ("activated", "already active")
 
+    def failure(self) -> str:
+        """Why a failed run failed, in one line."""
+        if self.error is not None:
+            return self.error
+        o = self.outcome
+        return f"integrity failure at {o.get('stopped_by', 'a gate')}: {o.get('reason', o.get('decision', ''))}"
+
     def with_activation(self, activation: str, error: str | None = None) -> PartitionResult:
         return replace(self, activation=activation, error=error or self.error)
 
@@ -67,8 +74,8 @@ class PartitionResult:
     def summary(self) -> str:
         """One line, e.g. ``not activated: no_improvement, +0.0041 [-0.0030, +0.0110]; needs about 240
         more judged queries``."""
-        if self.error is not None:
-            return f"failed: {self.error}"
+        if self.failed:
+            return f"failed: {self.failure()}"
         o = self.outcome
         if not o:
             return "no outcome recorded"
@@ -123,6 +130,18 @@ def read_outcome(instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult
     return PartitionResult(partition, result.run_id, outcome, error)
 
 
+def _reason(outcome: dict[str, str]) -> str:
+    """The gate's reason, with what the numbers show when it only names the decision."""
+    reason = outcome.get("reason", "")
+    if outcome.get("decision") != "no_improvement" or "gain" not in outcome:
+        return reason
+    if float(outcome["gain"]) <= 0.0:
+        return f"{reason} (NDCG did not improve)"
+    if "interval_low" in outcome and float(outcome["interval_low"]) <= 0.0:
+        return f"{reason} (the 95% interval includes 0)"
+    return reason
+
+
 def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split()) or "—"
 
@@ -134,13 +153,13 @@ def render_table(results: list[PartitionResult]) -> str:
     for r in results:
         o = r.outcome
         decision = o.get("decision", "—") + (f" ({o['stopped_by']})" if o.get("stopped_by") else "")
-        if r.error is not None:
-            reason, needed = r.error, "fix the cause and rerun prme main"
+        if r.failed:
+            reason, needed = r.failure(), "fix the cause and rerun prme main"
         elif r.passed:
             reason = o.get("reason", "")
             needed = r.activation if r.activation.startswith("not requested") else ""
         else:
-            reason, needed = o.get("reason", ""), o.get("needs", "")
+            reason, needed = _reason(o), o.get("needs", "")
         lines.append("| " + " | ".join(_cell(c) for c in (r.partition, r.status(), decision, r.gain_text(), reason,
                                                                needed)) + " |")
     active = sum(r.active for r in results)
