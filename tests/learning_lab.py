@@ -41,7 +41,10 @@ def holdout_question(topic: str) -> str:
     return f"how much is the {topic} repair"
 
 
-def build_lab(client: MemoryClient, owner: str = "alice", scopes: tuple[str, ...] = ("personal",),
+LAB_OWNER, LAB_SCOPES = "alice", ("personal",)
+
+
+def build_lab(client: MemoryClient, owner: str = LAB_OWNER, scopes: tuple[str, ...] = LAB_SCOPES,
               topics: tuple[str, ...] = tuple(TOPICS), *, feedback: bool = True, holdout: bool = True,
               signal: str = "relevant", holdout_truth: str = "relevant") -> Lab:
     """Store the memories; record structured-evaluation feedback and register holdout queries.
@@ -77,3 +80,9 @@ def build_lab(client: MemoryClient, owner: str = "alice", scopes: tuple[str, ...
             for t in topics
         ])
     return Lab(owner, tuple(sorted(scopes)), relevant)
+
+
+def make_lab(url: str, **kw) -> Lab:
+    """Build the lab in the store at ``url`` (a client opened and closed for it)."""
+    with MemoryClient(url) as client:
+        return build_lab(client, **kw)

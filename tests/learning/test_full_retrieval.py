@@ -39,7 +39,7 @@ MEMORY = sha256_hex("memory artifact")
 TOPICS = ["cat", "dog", "garden", "piano", "kyoto", "salmon", "bicycle", "tea", "chess", "violin", "marathon",
           "python", "coffee", "sailing", "camera", "novel", "yoga", "pottery", "tennis", "baking", "lantern",
           "glacier", "harbor", "meteor", "canoe", "tulip", "falcon", "quartz", "saddle", "oboe"]
-FIXTURES = Path(__file__).parent / "fixtures" / "receipts"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "receipts"
 
 
 @dataclass

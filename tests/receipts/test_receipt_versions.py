@@ -29,7 +29,7 @@ from prme_core.retrieval.config import PackingConfig, ScoringWeights
 from prme_core.retrieval.formula import sort_key
 from prme_core.retrieval.reranker import TokenOverlapReranker
 
-FIXTURES = Path(__file__).parent / "fixtures" / "receipts"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "receipts"
 _spec = importlib.util.spec_from_file_location("receipt_fixtures", FIXTURES / "make_fixtures.py")
 mf = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(mf)  # type: ignore[union-attr]

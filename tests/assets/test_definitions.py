@@ -11,7 +11,7 @@ import yaml
 from prme_assets.definitions import defs
 from prme_assets.demo.definitions import defs as demo_defs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_definitions_are_loadable():

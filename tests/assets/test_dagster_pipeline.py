@@ -6,7 +6,6 @@ import uuid
 
 import dagster as dg
 import psycopg
-import pytest
 
 import prme_assets.holdout as holdout_asset
 from prme_assets.activation import activate_profile_job, activation_request
@@ -19,22 +18,10 @@ from prme_assets.schedules import nightly_learning_schedule
 from prme_core import MemoryClient
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
 from tests.dagster_jobs import lab_resources, multiprocess_learning_job
-from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, TOPICS, build_lab, feedback_question
+from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, TOPICS, build_lab, feedback_question, make_lab
 
 OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
-
-
-@pytest.fixture
-def lab_url(tmp_path):
-    return f"duckdb:///{tmp_path / 'store.duckdb'}"
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
-        yield inst
 
 
 def _materialize(url, instance):
@@ -49,13 +36,8 @@ def _outcome(result):
     return checks, materialized
 
 
-def _lab(url, **kw):
-    with MemoryClient(url) as client:
-        build_lab(client, **kw)
-
-
 def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab_url, instance):
-    _lab(lab_url)
+    make_lab(lab_url)
     result = _materialize(lab_url, instance)
     checks, materialized = _outcome(result)
     assert result.success and all(checks.values()) and set(checks) == {n for _, n in GATE_CHECKS}
@@ -86,7 +68,7 @@ def _activation_metadata(result):
 
 
 def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and_says_why(lab_url, instance):
-    _lab(lab_url)
+    make_lab(lab_url)
     assert _materialize(lab_url, instance).success
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
 
@@ -116,7 +98,7 @@ def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and
 
 
 def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
-    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    make_lab(lab_url, topics=tuple(TOPICS[:8]))
     checks, materialized = _outcome(_materialize(lab_url, instance))
     assert checks["coverage_sufficient"] is False and checks["baseline_replay_exact"] is True
     assert materialized == {"feedback_snapshot", "query_split"}
@@ -124,7 +106,7 @@ def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
 
 
 def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
-    _lab(lab_url, signal="mixed")
+    make_lab(lab_url, signal="mixed")
     checks, materialized = _outcome(_materialize(lab_url, instance))
     assert checks["coverage_sufficient"] and checks["offline_gate_passed"] is False
     assert "full_retrieval_holdout" not in materialized and "candidate_profile" not in materialized
@@ -132,7 +114,7 @@ def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
 
 
 def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
-    _lab(lab_url, holdout_truth="vague")
+    make_lab(lab_url, holdout_truth="vague")
     checks, materialized = _outcome(_materialize(lab_url, instance))
     assert checks["offline_gate_passed"] and checks["holdout_memory_unchanged"] and checks["holdout_gate_passed"] is False
     assert "candidate_profile" not in materialized
@@ -142,7 +124,7 @@ def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
 
 
 def test_a_memory_change_during_the_holdout_fails_the_memory_gate(lab_url, instance, monkeypatch):
-    _lab(lab_url)
+    make_lab(lab_url)
     original = MemoryClient.retrieve
     calls = []
 
@@ -159,7 +141,7 @@ def test_a_memory_change_during_the_holdout_fails_the_memory_gate(lab_url, insta
 
 
 def test_a_stale_baseline_stops_at_the_evidence_check_and_is_never_activated(lab_url, instance, monkeypatch):
-    _lab(lab_url)
+    make_lab(lab_url)
     original = holdout_asset.holdout_stage
 
     def holdout_then_someone_activates(client, proposal, config):
@@ -175,7 +157,7 @@ def test_a_stale_baseline_stops_at_the_evidence_check_and_is_never_activated(lab
 
 
 def test_the_sensor_refuses_a_profile_whose_baseline_went_stale_after_its_gates(lab_url, instance):
-    _lab(lab_url)
+    make_lab(lab_url)
     assert _materialize(lab_url, instance).success
     with MemoryClient(lab_url) as client:
         proposal = client.evaluate_learning(OWNER, scopes=list(SCOPES), config=LEARNING_CONFIG)
@@ -202,7 +184,7 @@ def test_the_discovery_sensor_adds_keys_for_new_scope_sets_and_advances_its_curs
 
 
 def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance):
-    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    make_lab(lab_url, topics=tuple(TOPICS[:8]))
     store = lab_resources(lab_url)["prme_store"]
     context = dg.build_schedule_context(instance=instance)
     before = nightly_learning_schedule(context, prme_store=store)

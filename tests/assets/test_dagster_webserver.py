@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = json.loads((ROOT / "tests" / "fixtures" / "definitions_snapshot.json").read_text())
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0

@@ -3,7 +3,6 @@ successful run whose later stages are skipped, with the failed gate's reason and
 an integrity failure fails the run. Either way no profile is created or activated."""
 
 import dagster as dg
-import pytest
 
 import prme_assets.split as split_asset
 from prme_assets.activation import activation_request
@@ -11,33 +10,16 @@ from prme_assets.check_records import latest_checks
 from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.outcome import OUTCOME_KEYS, PREFIX, run_outcome
-from prme_assets.partitions import LEARNING_TARGETS, encode_target
+from prme_assets.partitions import encode_target
 from prme_core import MemoryClient
 from prme_core.learning.stages import SplitSummary
 from tests.dagster_jobs import lab_resources
-from tests.learning_lab import TOPICS, build_lab
+from tests.learning_lab import TOPICS, make_lab
 
 OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
 STAGES = ("feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout", "candidate_profile")
 CHECK_STEPS = {name: f"{asset}_{name}" for asset, name in GATE_CHECKS}
-
-
-@pytest.fixture
-def lab_url(tmp_path):
-    return f"duckdb:///{tmp_path / 'store.duckdb'}"
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
-        yield inst
-
-
-def _lab(url, **kw):
-    with MemoryClient(url) as client:
-        build_lab(client, **kw)
 
 
 def _run(url, instance, assets=(*LEARNING_ASSETS, *GATES), **kw):
@@ -93,7 +75,7 @@ def _assert_expected_no(result, gate, declining_stage):
 
 
 def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_skipped(lab_url, instance):
-    _lab(lab_url, topics=tuple(TOPICS[:8]))
+    make_lab(lab_url, topics=tuple(TOPICS[:8]))
     result = _run(lab_url, instance)
     meta = _assert_expected_no(result, "coverage_sufficient", "ranking_proposal")
     assert _materialized(result) == {"feedback_snapshot", "query_split"}
@@ -110,7 +92,7 @@ def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_s
 
 
 def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(lab_url, instance):
-    _lab(lab_url, signal="mixed")
+    make_lab(lab_url, signal="mixed")
     result = _run(lab_url, instance)
     meta = _assert_expected_no(result, "offline_gate_passed", "full_retrieval_holdout")
     assert meta["decision"] == "no_improvement" and _materialized(result) == {"feedback_snapshot", "query_split",
@@ -127,7 +109,7 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
 
 
 def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(lab_url, instance):
-    _lab(lab_url, holdout_truth="vague")
+    make_lab(lab_url, holdout_truth="vague")
     result = _run(lab_url, instance)
     meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
     assert _evaluation(result, "holdout_memory_unchanged")[0].passed and meta["decision"] == "no_improvement"
@@ -139,7 +121,7 @@ def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(la
 
 
 def test_a_holdout_short_of_groups_says_how_many_more_holdout_queries_it_needs(lab_url, instance):
-    _lab(lab_url)
+    make_lab(lab_url)
     short = {"ops": {"full_retrieval_holdout": {"config": {"min_query_groups": 100}}}}  # the lab registers 60
     result = _run(lab_url, instance, run_config=short)
     meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
@@ -150,7 +132,7 @@ def test_a_holdout_short_of_groups_says_how_many_more_holdout_queries_it_needs(l
 
 
 def test_no_registered_holdout_queries_is_an_expected_no(lab_url, instance):
-    _lab(lab_url, holdout=False)
+    make_lab(lab_url, holdout=False)
     result = _run(lab_url, instance)
     _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
     memory, _ = _evaluation(result, "holdout_memory_unchanged")
@@ -161,7 +143,7 @@ def test_no_registered_holdout_queries_is_an_expected_no(lab_url, instance):
 
 
 def test_a_candidate_profile_materialized_alone_after_a_holdout_no_creates_nothing(lab_url, instance):
-    _lab(lab_url, holdout_truth="vague")
+    make_lab(lab_url, holdout_truth="vague")
     assert _run(lab_url, instance).success
     alone = _run(lab_url, instance, assets=LEARNING_ASSETS, selection=["candidate_profile"])
     assert alone.success and _materialized(alone) == set() and _no_profiles(lab_url)
@@ -178,7 +160,7 @@ def _assert_integrity_failure(result, gate, not_executed):
 
 
 def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch):
-    _lab(lab_url)
+    make_lab(lab_url)
     original = split_asset.split_stage
 
     def split_with_mismatches(*args, **kw):
@@ -196,7 +178,7 @@ def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch
 
 
 def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, monkeypatch):
-    _lab(lab_url)
+    make_lab(lab_url)
     original = MemoryClient.retrieve
     calls = []
 
@@ -216,7 +198,7 @@ def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, mon
 
 
 def test_a_passing_run_records_its_outcome_and_profile(lab_url, instance):
-    _lab(lab_url)
+    make_lab(lab_url)
     result = _run(lab_url, instance)
     assert result.success and "candidate_profile" in _materialized(result)
     outcome = run_outcome(instance, result.run_id)
