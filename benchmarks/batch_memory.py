@@ -53,14 +53,25 @@ def run_case(backend: str, nodes: int) -> dict:
         peak = _peak_rss_bytes()
         with client.store.transaction(read_only=True) as tx:
             stored = tx.conn.fetchall("SELECT count(*) FROM memory_nodes WHERE owner = 'bench'")[0][0]
-    return {"backend": backend, "nodes": nodes, "input_bytes": nodes * CONTENT_BYTES, "rss_before": before,
-            "peak": peak, "seconds": seconds, "stored": int(stored)}
+    return {
+        "backend": backend,
+        "nodes": nodes,
+        "input_bytes": nodes * CONTENT_BYTES,
+        "rss_before": before,
+        "peak": peak,
+        "seconds": seconds,
+        "stored": int(stored),
+    }
 
 
 def measure(backend: str, nodes: int) -> dict:
     """One measurement in a fresh subprocess."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.batch_memory", "--child", backend, str(nodes)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.batch_memory", "--child", backend, str(nodes)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         return {"backend": backend, "nodes": nodes, "error": (done.stderr.strip().splitlines() or ["killed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -76,8 +87,10 @@ def main() -> None:
     if args.child:
         print(json.dumps(run_case(args.child[0], int(args.child[1]))))
         return
-    print(f"{'backend':<10} {'memories':>9} {'input MiB':>10} {'RSS before MiB':>15} {'peak MiB':>9} "
-          f"{'extra MiB':>10} {'seconds':>8}")
+    print(
+        f"{'backend':<10} {'memories':>9} {'input MiB':>10} {'RSS before MiB':>15} {'peak MiB':>9} "
+        f"{'extra MiB':>10} {'seconds':>8}"
+    )
     for backend in (b.strip() for b in args.backends.split(",")):
         for nodes in (int(n) for n in args.nodes.split(",")):
             r = measure(backend, nodes)
@@ -86,9 +99,11 @@ def main() -> None:
                 continue
             if r["stored"] != nodes:
                 print(f"{backend:<10} {nodes:>9,} stored {r['stored']:,} rows, expected {nodes:,}", flush=True)
-            print(f"{backend:<10} {nodes:>9,} {r['input_bytes'] / MIB:>10,.0f} {r['rss_before'] / MIB:>15,.0f} "
-                  f"{r['peak'] / MIB:>9,.0f} {(r['peak'] - r['rss_before']) / MIB:>10,.0f} {r['seconds']:>8.1f}",
-                  flush=True)
+            print(
+                f"{backend:<10} {nodes:>9,} {r['input_bytes'] / MIB:>10,.0f} {r['rss_before'] / MIB:>15,.0f} "
+                f"{r['peak'] / MIB:>9,.0f} {(r['peak'] - r['rss_before']) / MIB:>10,.0f} {r['seconds']:>8.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -23,13 +23,13 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks.common import bench_store_url, median, percentile, row
 from prme_core import MemoryClient
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OWNERS = 8  # rounds cycle through owners: the first rounds create them, later ones add to them
 WAIT_S = 120.0
 
@@ -55,8 +55,9 @@ def token(round_: int, writer: int) -> str:
     return f"tok{round_}x{writer}"
 
 
-def _write_rounds(client: MemoryClient, writer: int, rounds: int, start: Any, acks: Any, seed: int,
-                  hold_ms: float) -> None:
+def _write_rounds(
+    client: MemoryClient, writer: int, rounds: int, start: Any, acks: Any, seed: int, hold_ms: float
+) -> None:
     """One writer: per round, wait for the start, store a batch of 1-4 memories (the token memory
     at a random place in it) in a transaction kept open a random 0..``hold_ms`` after the insert
     (as a slow network or a larger batch would), then acknowledge the token memory's id."""
@@ -93,22 +94,26 @@ def _scan_order(client: MemoryClient, owner: str) -> list[str]:
         cursor = page.next_cursor
 
 
-def run_stress(url: str, *, rounds: int, writers: int = 4, processes: bool = True, hold_ms: float = 5.0,
-               seed: int = 13) -> StressResult:
+def run_stress(
+    url: str, *, rounds: int, writers: int = 4, processes: bool = True, hold_ms: float = 5.0, seed: int = 13
+) -> StressResult:
     """Drive ``rounds`` rounds and count misses (see the module docstring)."""
     result = StressResult()
     if processes:
         ctx = multiprocessing.get_context("spawn")
         start, acks = ctx.Barrier(writers + 1), ctx.Queue()
-        workers = [ctx.Process(target=_process_writer, args=(url, w, rounds, start, acks, seed * 100 + w, hold_ms))
-                   for w in range(writers)]
+        workers = [
+            ctx.Process(target=_process_writer, args=(url, w, rounds, start, acks, seed * 100 + w, hold_ms))
+            for w in range(writers)
+        ]
         opened: list[MemoryClient] = []
     else:
         start, acks = threading.Barrier(writers + 1), queue.Queue()
         opened = [MemoryClient(url) for _ in range(writers)]
-        workers = [threading.Thread(target=_write_rounds, args=(opened[w], w, rounds, start, acks, seed * 100 + w,
-                                                                    hold_ms))
-                   for w in range(writers)]
+        workers = [
+            threading.Thread(target=_write_rounds, args=(opened[w], w, rounds, start, acks, seed * 100 + w, hold_ms))
+            for w in range(writers)
+        ]
     began = time.perf_counter()
     with MemoryClient(url) as reader:
         for w in workers:
@@ -183,8 +188,10 @@ def main() -> None:
     with bench_store_url(args.backend) as url:
         result = run_stress(url, rounds=args.rounds, writers=args.writers, processes=processes, hold_ms=args.hold_ms)
     kind = "processes" if processes else "threads (one DuckDB file admits one process)"
-    print(f"corpus freshness: {args.backend}, {args.writers} writer {kind} (transactions held 0-{args.hold_ms:g} ms), "
-          "one long-lived reader client")
+    print(
+        f"corpus freshness: {args.backend}, {args.writers} writer {kind} (transactions held 0-{args.hold_ms:g} ms), "
+        "one long-lived reader client"
+    )
     row("rounds", result.rounds, "")
     row("memories written", result.writes, "")
     row("reader retrievals", result.retrievals, "")

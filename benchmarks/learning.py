@@ -52,22 +52,39 @@ def write_dataset(url: str, records: int, groups: int, seed: int = 5) -> None:
     started = time.perf_counter()
     try:
         for done in range(0, records, CHUNK):
-            batch = [synthetic_receipt(rng, owner=OWNER, query=f"benchmark question {(done + i) % groups}",
-                                       candidates=CANDIDATES, threshold=THRESHOLD)
-                     for i in range(min(CHUNK, records - done))]
+            batch = [
+                synthetic_receipt(
+                    rng,
+                    owner=OWNER,
+                    query=f"benchmark question {(done + i) % groups}",
+                    candidates=CANDIDATES,
+                    threshold=THRESHOLD,
+                )
+                for i in range(min(CHUNK, records - done))
+            ]
             with store.transaction() as tx:
                 write_receipts(tx, [receipt for receipt, _ in batch])
             for receipt, relevant in batch:
                 record = synthetic_record(rng, receipt, relevant, judged=JUDGED)
-                append_record(store, kind="relevance", op_type=OP_RELEVANCE, record=record, key_field="feedback_id",
-                              scope_key=record.scope_key, same=RelevanceRecord.matches,
-                              conflict=f"feedback id {record.feedback_id} reused")
+                append_record(
+                    store,
+                    kind="relevance",
+                    op_type=OP_RELEVANCE,
+                    record=record,
+                    key_field="feedback_id",
+                    scope_key=record.scope_key,
+                    same=RelevanceRecord.matches,
+                    conflict=f"feedback id {record.feedback_id} reused",
+                )
             if get_receipt(store, OWNER, batch[-1][0].request_id) is None:  # read back: checksum and model verified
                 raise RuntimeError(f"receipt {batch[-1][0].request_id} was not stored")
             written = done + len(batch)
             if written % PROGRESS_EVERY == 0 or written == records:
-                print(f"  setup: {written:,}/{records:,} records written ({time.perf_counter() - started:.0f} s)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  setup: {written:,}/{records:,} records written ({time.perf_counter() - started:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         store.close()
 
@@ -92,8 +109,9 @@ print(json.dumps({"cut_s": cut, "total_s": total, "peak_rss_mb": resource.getrus
 
 
 def measure(url: str, records: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, url, str(max(records, 1))], check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, url, str(max(records, 1))], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -111,13 +129,19 @@ def main() -> None:
             write_dataset(url, size, args.groups)
             results[size] = measure(url, size)
             r = results[size]
-            print(f"{size:,} records, {args.groups:,} query groups, {CANDIDATES}-candidate receipts, {JUDGED} judged each")
+            print(
+                f"{size:,} records, {args.groups:,} query groups, {CANDIDATES}-candidate receipts, {JUDGED} judged each"
+            )
             print(f"  snapshot cut (DuckDB)            {r['cut_s']:8.2f} s")
-            print(f"  cut + evaluate_learning          {r['total_s']:8.2f} s   "
-                  f"{'target ≤ 30 s' if size >= 100_000 else ''}")
+            print(
+                f"  cut + evaluate_learning          {r['total_s']:8.2f} s   "
+                f"{'target ≤ 30 s' if size >= 100_000 else ''}"
+            )
             print(f"  peak RSS of the evaluation       {r['peak_rss_mb']:8.0f} MB")
-            print(f"  decision {r['decision']}, lexical ×{r['lexical']:.2f}, validation NDCG gain "
-                  f"{r['gain'] if r['gain'] is None else round(r['gain'], 4)}, {r['groups']} groups, {r['pairs']:,} pairs")
+            print(
+                f"  decision {r['decision']}, lexical ×{r['lexical']:.2f}, validation NDCG gain "
+                f"{r['gain'] if r['gain'] is None else round(r['gain'], 4)}, {r['groups']} groups, {r['pairs']:,} pairs"
+            )
             Path(tmp, f"learning-{size}.duckdb").unlink(missing_ok=True)
     if len(sizes) > 1:
         small, large = sizes[0], sizes[-1]

@@ -29,7 +29,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,10 @@ from prme_core.storage import open_store
 
 SCRATCH_OUT = Path(".prme", "benchmarks", "locomo")
 """Where a run writes by default: under the working directory, ignored by git."""
-COMMITTED_OUT = {"hashed": Path(__file__).resolve().parent / "results" / "locomo",
-                 "minilm": Path(__file__).resolve().parent / "results" / "locomo-minilm"}
+COMMITTED_OUT = {
+    "hashed": Path(__file__).resolve().parent / "results" / "locomo",
+    "minilm": Path(__file__).resolve().parent / "results" / "locomo-minilm",
+}
 """The committed development results per embedding, written only with ``--update-results``."""
 DEFAULT_NULL_SEEDS = 10
 DEFAULT_LIMIT = 20
@@ -98,21 +100,44 @@ EMBEDDINGS = ("hashed", "minilm", "auto")
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--data", default=None, help="a LoCoMo-format JSON file (default: the development file)")
-    parser.add_argument("--store", default="duckdb",
-                        help="'duckdb' (a fresh temporary file) or a postgresql:// URL (a fresh schema, dropped after)")
+    parser.add_argument(
+        "--store",
+        default="duckdb",
+        help="'duckdb' (a fresh temporary file) or a postgresql:// URL (a fresh schema, dropped after)",
+    )
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)")
-    out.add_argument("--update-results", action="store_true",
-                     help="overwrite the committed results (benchmarks/results/locomo, or locomo-minilm for minilm)")
-    parser.add_argument("--conversations", default=None,
-                        help="comma-separated sample ids to run (default: every conversation in the file)")
-    parser.add_argument("--null-seeds", type=int, default=DEFAULT_NULL_SEEDS,
-                        help=f"label-shuffled null-control seeds per owner (default {DEFAULT_NULL_SEEDS})")
-    parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
-                        help=f"results per feedback retrieval and per holdout question (default {DEFAULT_LIMIT})")
-    parser.add_argument("--embedding", choices=EMBEDDINGS, default="hashed",
-                        help="semantic channel: the default hashed embedding, all-MiniLM-L6-v2 (the 'semantic' "
-                             "extra), or auto = minilm when it loads offline, else hashed")
+    out.add_argument(
+        "--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)"
+    )
+    out.add_argument(
+        "--update-results",
+        action="store_true",
+        help="overwrite the committed results (benchmarks/results/locomo, or locomo-minilm for minilm)",
+    )
+    parser.add_argument(
+        "--conversations",
+        default=None,
+        help="comma-separated sample ids to run (default: every conversation in the file)",
+    )
+    parser.add_argument(
+        "--null-seeds",
+        type=int,
+        default=DEFAULT_NULL_SEEDS,
+        help=f"label-shuffled null-control seeds per owner (default {DEFAULT_NULL_SEEDS})",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help=f"results per feedback retrieval and per holdout question (default {DEFAULT_LIMIT})",
+    )
+    parser.add_argument(
+        "--embedding",
+        choices=EMBEDDINGS,
+        default="hashed",
+        help="semantic channel: the default hashed embedding, all-MiniLM-L6-v2 (the 'semantic' "
+        "extra), or auto = minilm when it loads offline, else hashed",
+    )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     return parser
 
@@ -126,6 +151,7 @@ def _say(message: str) -> None:
 
 
 # --- embedding and store ------------------------------------------------------------------------
+
 
 def embedder_named(name: str) -> Any:
     """One provider instance per name and process (a model loads once; Dagster steps share it)."""
@@ -165,7 +191,10 @@ def store_url_for(store: str) -> Iterator[tuple[str, str]]:
         raise StoreUnavailable(unreachable_message(parse_store_url(store), exc)) from exc
     schema = f"locomo_{uuid.uuid4().hex[:12]}"
     try:
-        yield f"{store}{'&' if '?' in store else '?'}prme_schema={schema}", f"postgresql (fresh schema {schema}, dropped)"
+        yield (
+            f"{store}{'&' if '?' in store else '?'}prme_schema={schema}",
+            f"postgresql (fresh schema {schema}, dropped)",
+        )
     finally:
         with psycopg.connect(store, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -174,8 +203,10 @@ def store_url_for(store: str) -> Iterator[tuple[str, str]]:
 @contextmanager
 def temporary_instance() -> Iterator[dg.DagsterInstance]:
     """A throwaway local Dagster instance (SQLite files in a temporary folder)."""
-    with tempfile.TemporaryDirectory(prefix="prme-locomo-dagster-", ignore_cleanup_errors=True) as tmp, \
-            dg.DagsterInstance.local_temp(tmp, overrides={"telemetry": {"enabled": False}}) as instance:
+    with (
+        tempfile.TemporaryDirectory(prefix="prme-locomo-dagster-", ignore_cleanup_errors=True) as tmp,
+        dg.DagsterInstance.local_temp(tmp, overrides={"telemetry": {"enabled": False}}) as instance,
+    ):
         yield instance
 
 
@@ -186,8 +217,11 @@ def learning_policy() -> LearningPolicyResource:
 
 def _resources(store_url: str, embedding: str) -> dict[str, Any]:
     """The learning policy; the store and evidence IO manager on the benchmark's store."""
-    return {"prme_store": PrmeStoreResource(store_url=store_url, embedding=embedding),
-            "evidence_io": EvidenceIOManager(store_url=store_url), "learning_policy": learning_policy()}
+    return {
+        "prme_store": PrmeStoreResource(store_url=store_url, embedding=embedding),
+        "evidence_io": EvidenceIOManager(store_url=store_url),
+        "learning_policy": learning_policy(),
+    }
 
 
 def _stored_artifact(store_url: str, owner: str, asset: str, partition: str, run_id: str) -> Any | None:
@@ -204,8 +238,10 @@ def _stored_artifact(store_url: str, owner: str, asset: str, partition: str, run
 
 # --- one owner ----------------------------------------------------------------------------------
 
-def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, options: argparse.Namespace,
-              stop: StopSignals) -> tuple[Any, dict]:
+
+def run_owner(
+    conv: Any, *, store_url: str, embedding: str, instance: Any, options: argparse.Namespace, stop: StopSignals
+) -> tuple[Any, dict]:
     started = time.perf_counter()
     owner, scopes = conv.sample_id, [LOCOMO_SCOPE]
     resources = _resources(store_url, embedding)
@@ -221,9 +257,15 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
 
     partition = encode_target(owner, scopes)
     instance.add_dynamic_partitions(LEARNING_TARGETS.name, [partition])
-    result = dg.materialize([*LEARNING_ASSETS, *GATES], partition_key=partition, instance=instance,
-                            resources=resources, raise_on_error=False, tags=stop.run_tags,
-                            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+    result = dg.materialize(
+        [*LEARNING_ASSETS, *GATES],
+        partition_key=partition,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags=stop.run_tags,
+        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+    )
     run_id = result.run_id
     stop.settle(run_id)
     stop.raise_if_stopped()
@@ -245,13 +287,18 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
     activation = {"requested": False, "activated": False, "reason": "", "profile_id": None}
     if isinstance(request, dg.RunRequest):
         profile_id = request.run_config["ops"]["activate_profile_op"]["config"]["profile_id"]
-        ran = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                      resources=resources, tags={**request.tags, **stop.run_tags},
-                                                      raise_on_error=False)
+        ran = activate_profile_job.execute_in_process(
+            run_config=request.run_config,
+            instance=instance,
+            resources=resources,
+            tags={**request.tags, **stop.run_tags},
+            raise_on_error=False,
+        )
         stop.settle(ran.run_id)
         stop.raise_if_stopped()
-        activation.update(requested=True, profile_id=profile_id, reason="activation job " +
-                          ("succeeded" if ran.success else "failed"))
+        activation.update(
+            requested=True, profile_id=profile_id, reason="activation job " + ("succeeded" if ran.success else "failed")
+        )
     else:
         activation["reason"] = str(request)
 
@@ -266,7 +313,9 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
         gated = checks["holdout_gate_passed"] != "not reached"
         evaluation = outcome.evaluation if (gated and outcome is not None) else None
         status = outcome.status if (gated and outcome is not None) else "not gated"
-        message = "" if gated else f"computed for reporting after the offline gate stopped the run ({proposal.decision})"
+        message = (
+            "" if gated else f"computed for reporting after the offline gate stopped the run ({proposal.decision})"
+        )
         if not gated:
             evaluation = client.evaluate_holdout(proposal, config=holdout_cfg)
             status = "evaluated (not gated)"
@@ -285,7 +334,8 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
             }
             prepared = prepare(snapshot, owner=owner, scopes=scopes, config=learning_cfg)
             lambdarank = locomo_ranking.lambdarank_challenger(
-                locomo_ranking.judged_requests(prepared, snapshot), trials, k=HOLDOUT_K, seed=policy.seed)
+                locomo_ranking.judged_requests(prepared, snapshot), trials, k=HOLDOUT_K, seed=policy.seed
+            )
             lists["lambdarank"] = lambdarank.pop("rankings")
             judged = locomo_ranking.compare(trials, lists, HOLDOUT_K)
             _check_against_report(owner, judged, evaluation)
@@ -294,45 +344,97 @@ def run_owner(conv: Any, *, store_url: str, embedding: str, instance: Any, optio
                 for g, values in j["per_group"].items():
                     per_group.setdefault(g, {})[name] = values["ndcg"]
 
-        null = locomo_null.null_control(client, snapshot, owner=owner, scopes=scopes, seeds=options.null_seeds,
-                                        learning=learning_cfg, holdout=holdout_cfg)
+        null = locomo_null.null_control(
+            client,
+            snapshot,
+            owner=owner,
+            scopes=scopes,
+            seeds=options.null_seeds,
+            learning=learning_cfg,
+            holdout=holdout_cfg,
+        )
         categories = {group_id(normalize_query(q.question)): q.category for q in split.feedback}
         evidence = [len(conv.resolve(q)[0]) for q in split.feedback]
-        diagnosis = locomo_diagnosis.diagnose(snapshot, proposal, owner=owner, scopes=scopes, config=learning_cfg,
-                                              group_category=categories,
-                                              evidence_per_question=float(np.mean(evidence)) if evidence else 0.0)
+        diagnosis = locomo_diagnosis.diagnose(
+            snapshot,
+            proposal,
+            owner=owner,
+            scopes=scopes,
+            config=learning_cfg,
+            group_category=categories,
+            evidence_per_question=float(np.mean(evidence)) if evidence else 0.0,
+        )
         diagnosis["proposal_source"] = proposal_source
 
     c = proposal.coverage
     e = evaluation
     holdout = Holdout(
-        gated=gated, status=status, decision=None if e is None else e.decision,
-        baseline=None if e is None else Metrics(k=e.config.k, query_groups=e.coverage.query_groups,
-                                                recall=e.baseline_recall, ndcg=e.baseline_ndcg, mrr=e.baseline_mrr),
-        candidate=None if e is None else Metrics(k=e.config.k, query_groups=e.coverage.query_groups,
-                                                 recall=e.candidate_recall, ndcg=e.candidate_ndcg, mrr=e.candidate_mrr),
-        ndcg_gain=None if e is None else e.ndcg_gain, ndcg_gain_interval=None if e is None else e.ndcg_gain_interval,
-        recall_gain=None if e is None else e.recall_gain, mrr_gain=None if e is None else e.mrr_gain,
+        gated=gated,
+        status=status,
+        decision=None if e is None else e.decision,
+        baseline=None
+        if e is None
+        else Metrics(
+            k=e.config.k,
+            query_groups=e.coverage.query_groups,
+            recall=e.baseline_recall,
+            ndcg=e.baseline_ndcg,
+            mrr=e.baseline_mrr,
+        ),
+        candidate=None
+        if e is None
+        else Metrics(
+            k=e.config.k,
+            query_groups=e.coverage.query_groups,
+            recall=e.candidate_recall,
+            ndcg=e.candidate_ndcg,
+            mrr=e.candidate_mrr,
+        ),
+        ndcg_gain=None if e is None else e.ndcg_gain,
+        ndcg_gain_interval=None if e is None else e.ndcg_gain_interval,
+        recall_gain=None if e is None else e.recall_gain,
+        mrr_gain=None if e is None else e.mrr_gain,
         regression_fraction=None if e is None else e.regression_fraction,
-        trials=0 if e is None else e.coverage.trials, message=message or (outcome.message if outcome else ""))
+        trials=0 if e is None else e.coverage.trials,
+        message=message or (outcome.message if outcome else ""),
+    )
     row = OwnerResult(
-        owner=owner, partition=partition, turns=len(conv.turns), questions=len(conv.questions),
-        feedback_questions=len(split.feedback), holdout_questions=len(split.holdout),
-        questions_without_evidence=split.without_evidence, unresolved_evidence_ids=split.unresolved_evidence_ids,
+        owner=owner,
+        partition=partition,
+        turns=len(conv.turns),
+        questions=len(conv.questions),
+        feedback_questions=len(split.feedback),
+        holdout_questions=len(split.holdout),
+        questions_without_evidence=split.without_evidence,
+        unresolved_evidence_ids=split.unresolved_evidence_ids,
         feedback=feedback,
-        coverage=Coverage(feedback_records=c.feedback_records, requests_with_pairs=c.requests_with_pairs,
-                          training_groups=c.training_queries, validation_groups=c.validation_queries,
-                          explicit_pairs=c.explicit_pairs),
+        coverage=Coverage(
+            feedback_records=c.feedback_records,
+            requests_with_pairs=c.requests_with_pairs,
+            training_groups=c.training_queries,
+            validation_groups=c.validation_queries,
+            explicit_pairs=c.explicit_pairs,
+        ),
         exclusions=dict(proposal.exclusions),
-        offline=Offline(decision=proposal.decision, validation_ndcg_gain=proposal.validation_ndcg_gain,
-                        validation_gain_interval=proposal.validation_gain_interval,
-                        validation_pairwise_gain=proposal.validation_pairwise_gain,
-                        multipliers=proposal.multipliers.model_dump(),
-                        training_loss_before=proposal.training_loss_before,
-                        training_loss_after=proposal.training_loss_after),
-        checks=checks, dagster_run_success=result.success, holdout=holdout, activation=Activation(**activation),
-        rankings=rankings, lambdarank=lambdarank, null_control=NullControl(**null), diagnosis=diagnosis,
-        seconds=time.perf_counter() - started)
+        offline=Offline(
+            decision=proposal.decision,
+            validation_ndcg_gain=proposal.validation_ndcg_gain,
+            validation_gain_interval=proposal.validation_gain_interval,
+            validation_pairwise_gain=proposal.validation_pairwise_gain,
+            multipliers=proposal.multipliers.model_dump(),
+            training_loss_before=proposal.training_loss_before,
+            training_loss_after=proposal.training_loss_after,
+        ),
+        checks=checks,
+        dagster_run_success=result.success,
+        holdout=holdout,
+        activation=Activation(**activation),
+        rankings=rankings,
+        lambdarank=lambdarank,
+        null_control=NullControl(**null),
+        diagnosis=diagnosis,
+        seconds=time.perf_counter() - started,
+    )
     return row, per_group
 
 
@@ -346,6 +448,7 @@ def _check_against_report(owner: str, judged: dict[str, Any], evaluation: Any) -
 
 
 # --- the whole run ------------------------------------------------------------------------------
+
 
 def output_dir(options: argparse.Namespace, embedding: str) -> Path:
     """``--out``, the committed results with ``--update-results``, else the scratch folder."""
@@ -372,30 +475,49 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
     started = time.perf_counter()
     used, note = choose_embedding(options.embedding)
     identity = embedder_named(used).identity()
-    _say(f"LoCoMo learning benchmark: {len(conversations)} conversations from {path}, embedding {used}"
-         + (f" ({note})" if note else ""))
+    _say(
+        f"LoCoMo learning benchmark: {len(conversations)} conversations from {path}, embedding {used}"
+        + (f" ({note})" if note else "")
+    )
     rows, groups = [], []
-    with store_url_for(options.store) as (store_url, store_text), temporary_instance() as instance, \
-            stop.runs_on(instance):
+    with (
+        store_url_for(options.store) as (store_url, store_text),
+        temporary_instance() as instance,
+        stop.runs_on(instance),
+    ):
         for i, conv in enumerate(conversations, 1):
             _say(f"  [{i}/{len(conversations)}] {conv.sample_id}: load, judge, learn through Dagster, compare …")
-            row, per_group = run_owner(conv, store_url=store_url, embedding=used, instance=instance, options=options,
-                                       stop=stop)
+            row, per_group = run_owner(
+                conv, store_url=store_url, embedding=used, instance=instance, options=options, stop=stop
+            )
             rows.append(row)
             groups.append(per_group)
-            _say(f"      offline {row.offline.decision}, holdout {row.holdout.label} {row.holdout.decision}, "
-                 f"activated {row.activation.activated}, {row.seconds:.1f} s")
+            _say(
+                f"      offline {row.offline.decision}, holdout {row.holdout.label} {row.holdout.decision}, "
+                f"activated {row.activation.activated}, {row.seconds:.1f} s"
+            )
     total = _total(rows, groups, options.null_seeds)
     report = BenchmarkReport(
-        created_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        data={"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-              "conversations": [c.sample_id for c in conversations],
-              "source": "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0"},
-        store=store_text, embedding=Embedding(requested=options.embedding, used=used, identity=identity, note=note),
-        options={"limit": options.limit, "null_seeds": options.null_seeds, "holdout_k": HOLDOUT_K,
-                 "conversations": wanted},
-        policy=learning_policy().model_dump(), owners=tuple(rows), total=total,
-        seconds_total=time.perf_counter() - started)
+        created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        data={
+            "name": path.name,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "conversations": [c.sample_id for c in conversations],
+            "source": "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0",
+        },
+        store=store_text,
+        embedding=Embedding(requested=options.embedding, used=used, identity=identity, note=note),
+        options={
+            "limit": options.limit,
+            "null_seeds": options.null_seeds,
+            "holdout_k": HOLDOUT_K,
+            "conversations": wanted,
+        },
+        policy=learning_policy().model_dump(),
+        owners=tuple(rows),
+        total=total,
+        seconds_total=time.perf_counter() - started,
+    )
     stop.raise_if_stopped()
     paths = write_report(report, output_dir(options, used), chart=not options.no_chart)
     _say(f"wrote {', '.join(str(p) for p in paths)} in {report.seconds_total:.1f} s")
@@ -408,20 +530,29 @@ def _total(rows: list[Any], groups: list[dict[str, dict[str, float]]], seeds: in
     for name in names:
         owners = [r for r in rows if name in r.rankings]
         n = sum(r.rankings[name].query_groups for r in owners)
-        rankings[name] = {"query_groups": n, **{m: sum(getattr(r.rankings[name], m) * r.rankings[name].query_groups
-                                                      for r in owners) / n for m in ("recall", "ndcg", "mrr")}}
+        rankings[name] = {
+            "query_groups": n,
+            **{
+                m: sum(getattr(r.rankings[name], m) * r.rankings[name].query_groups for r in owners) / n
+                for m in ("recall", "ndcg", "mrr")
+            },
+        }
     runs = seeds * len(rows)
     offline_null = sum(r.null_control.offline_accepts for r in rows)
     return {
-        "owners": len(rows), "activated": sum(r.activation.activated for r in rows),
+        "owners": len(rows),
+        "activated": sum(r.activation.activated for r in rows),
         "offline_passed": sum(r.offline.decision == PASSED_OFFLINE for r in rows),
         "holdout_gated": sum(r.holdout.gated for r in rows),
         "holdout_passed": sum(r.holdout.gated and r.holdout.decision == PASSED_HOLDOUT for r in rows),
         "training_groups": sum(r.coverage.training_groups for r in rows),
         "validation_groups": sum(r.coverage.validation_groups for r in rows),
         "explicit_pairs": sum(r.coverage.explicit_pairs for r in rows),
-        "rankings": rankings, "holdout_per_group_ndcg": {r.owner: g for r, g in zip(rows, groups)},
-        "null_seeds": seeds, "null_runs": runs, "null_offline_accepts": offline_null,
+        "rankings": rankings,
+        "holdout_per_group_ndcg": {r.owner: g for r, g in zip(rows, groups)},
+        "null_seeds": seeds,
+        "null_runs": runs,
+        "null_offline_accepts": offline_null,
         "null_offline_rate": offline_null / runs if runs else 0.0,
         "null_holdout_accepts": sum(r.null_control.holdout_accepts for r in rows),
         "null_would_activate": sum(r.null_control.would_activate for r in rows),
@@ -444,42 +575,64 @@ def _diagnosis_notes(rows: list[Any]) -> list[str]:
     same = sum(d["session_inheritance"]["pairs_with_identical_features"] for d in diag)
     behind = sum(d["session_inheritance"]["pairs_with_identical_features_positive_behind"] for d in diag)
     if constant:
-        notes.append(f"Weight features with no spread on any owner's judged candidates: {', '.join(constant)}; "
-                     "their multipliers only shift or rescale every score (which matters only through the relevance "
-                     "cap, the un-normalized temporal bonus and the multiplicative session decay).")
-    notes.append(f"Session/episode-inherited candidates: {pos_inh} of {pos} positives ({pos_inh / max(pos, 1):.0%}) and "
-                 f"{neg_inh} of {neg} negatives ({neg_inh / max(neg, 1):.0%}) carry another turn's recorded features.")
-    notes.append(f"{same} of {pairs} explicit pairs ({same / max(pairs, 1):.0%}) have identical feature rows (one "
-                 f"provenance), so no multiplier can reorder them; in {behind} of those the positive is behind.")
+        notes.append(
+            f"Weight features with no spread on any owner's judged candidates: {', '.join(constant)}; "
+            "their multipliers only shift or rescale every score (which matters only through the relevance "
+            "cap, the un-normalized temporal bonus and the multiplicative session decay)."
+        )
+    notes.append(
+        f"Session/episode-inherited candidates: {pos_inh} of {pos} positives ({pos_inh / max(pos, 1):.0%}) and "
+        f"{neg_inh} of {neg} negatives ({neg_inh / max(neg, 1):.0%}) carry another turn's recorded features."
+    )
+    notes.append(
+        f"{same} of {pairs} explicit pairs ({same / max(pairs, 1):.0%}) have identical feature rows (one "
+        f"provenance), so no multiplier can reorder them; in {behind} of those the positive is behind."
+    )
     fitted = [d for d in diag if d["fit"]["training_loss_before"] is not None]
     worse = [d for d in fitted if (d["fit"]["train"]["ndcg_gain"] or 0.0) < 0]
     if fitted:
-        notes.append(f"The default fit lowered its training loss on all {len(fitted)} fitted owners, yet lowered "
-                     f"training-group judged NDCG@10 on {len(worse)} of them.")
+        notes.append(
+            f"The default fit lowered its training loss on all {len(fitted)} fitted owners, yet lowered "
+            f"training-group judged NDCG@10 on {len(worse)} of them."
+        )
     zs = [d["surrogate"] for d in diag]
-    notes.append("Pairwise surrogate: at margin_scale {:g}, {:.0%}–{:.0%} of explicit pairs have |z| < 1 at unity "
-                 "(mean |z| {:.2f}–{:.2f}), where softplus is nearly linear: the loss then rewards the mean score gap "
-                 "between positives and negatives more than their order at the top.".format(
-                     zs[0]["margin_scale"], min(z["pairs_with_abs_z_below_1"] for z in zs),
-                     max(z["pairs_with_abs_z_below_1"] for z in zs), min(z["mean_abs_z_at_unity"] for z in zs),
-                     max(z["mean_abs_z_at_unity"] for z in zs)))
+    notes.append(
+        "Pairwise surrogate: at margin_scale {:g}, {:.0%}–{:.0%} of explicit pairs have |z| < 1 at unity "
+        "(mean |z| {:.2f}–{:.2f}), where softplus is nearly linear: the loss then rewards the mean score gap "
+        "between positives and negatives more than their order at the top.".format(
+            zs[0]["margin_scale"],
+            min(z["pairs_with_abs_z_below_1"] for z in zs),
+            max(z["pairs_with_abs_z_below_1"] for z in zs),
+            min(z["mean_abs_z_at_unity"] for z in zs),
+            max(z["mean_abs_z_at_unity"] for z in zs),
+        )
+    )
     val = [d["fit"]["validation"] for d in fitted if d["fit"]["validation"].get("interval")]
     if val:
         halves = [(v["interval"][1] - v["interval"][0]) / 2 for v in val]
-        notes.append("Validation power: {} of {} validation groups are unchanged by the fitted multipliers; per-group "
-                     "NDCG differences have SD {:.2f}–{:.2f}, so the 95% interval half-width is {:.3f}–{:.3f} "
-                     "(the minimum gain is 0.01).".format(
-                         sum(v["unchanged_groups"] for v in val), sum(v["groups"] for v in val),
-                         min(v["per_group_gain_sd"] for v in val), max(v["per_group_gain_sd"] for v in val),
-                         min(halves), max(halves)))
+        notes.append(
+            "Validation power: {} of {} validation groups are unchanged by the fitted multipliers; per-group "
+            "NDCG differences have SD {:.2f}–{:.2f}, so the 95% interval half-width is {:.3f}–{:.3f} "
+            "(the minimum gain is 0.01).".format(
+                sum(v["unchanged_groups"] for v in val),
+                sum(v["groups"] for v in val),
+                min(v["per_group_gain_sd"] for v in val),
+                max(v["per_group_gain_sd"] for v in val),
+                min(halves),
+                max(halves),
+            )
+        )
     density = [d["label_density"] for d in diag]
-    notes.append("Label density: {:.2f} positives of {:.1f} judged candidates per usable request on average; "
-                 "{} of {} feedback retrievals returned no evidence turn at all (unusable).".format(
-                     sum(x["positives_per_request_mean"] * x["requests_with_pairs"] for x in density)
-                     / max(1, sum(x["requests_with_pairs"] for x in density)),
-                     sum(x["judged_candidates_per_request"] for x in density) / len(density),
-                     sum(x["requests_without_returned_evidence"] for x in density),
-                     sum(x["feedback_records"] for x in density)))
+    notes.append(
+        "Label density: {:.2f} positives of {:.1f} judged candidates per usable request on average; "
+        "{} of {} feedback retrievals returned no evidence turn at all (unusable).".format(
+            sum(x["positives_per_request_mean"] * x["requests_with_pairs"] for x in density)
+            / max(1, sum(x["requests_with_pairs"] for x in density)),
+            sum(x["judged_candidates_per_request"] for x in density) / len(density),
+            sum(x["requests_without_returned_evidence"] for x in density),
+            sum(x["feedback_records"] for x in density),
+        )
+    )
     return notes
 
 
@@ -490,5 +643,10 @@ def main(argv: list[str] | None = None, prog: str | None = None, stop: StopSigna
 
 
 if __name__ == "__main__":  # one line and an exit code for errors and Ctrl-C, as ``prme locomo-benchmark``
-    raise SystemExit(run_guarded(lambda stop: main(stop=stop), prog="python -m benchmarks.locomo_learning",
-                                 stopped="its runs were canceled; no results were written"))
+    raise SystemExit(
+        run_guarded(
+            lambda stop: main(stop=stop),
+            prog="python -m benchmarks.locomo_learning",
+            stopped="its runs were canceled; no results were written",
+        )
+    )

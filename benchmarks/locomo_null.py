@@ -35,31 +35,62 @@ def shuffled_snapshot(snapshot: FeedbackSnapshot, seed: int) -> FeedbackSnapshot
         permuted = rng.permutation(len(values))
         labels = {n: values[int(j)] for n, j in zip(nodes, permuted)}
         records.append(dataclasses.replace(record, labels=labels))
-        checksums[record.feedback_id] = canonical_digest(["prme:locomo-null-control:v1", seed, record.feedback_id,
-                                                          sorted(labels.items())])
-    return dataclasses.replace(snapshot, records=tuple(records), record_checksums=checksums,
-                               snapshot_sha256=snapshot_digest(checksums, snapshot.receipts))
+        checksums[record.feedback_id] = canonical_digest(
+            ["prme:locomo-null-control:v1", seed, record.feedback_id, sorted(labels.items())]
+        )
+    return dataclasses.replace(
+        snapshot,
+        records=tuple(records),
+        record_checksums=checksums,
+        snapshot_sha256=snapshot_digest(checksums, snapshot.receipts),
+    )
 
 
-def null_control(client: Any, snapshot: FeedbackSnapshot, *, owner: str, scopes: list[str], seeds: int,
-                 learning: LearningConfig, holdout: FullRetrievalEvaluationConfig) -> dict[str, Any]:
+def null_control(
+    client: Any,
+    snapshot: FeedbackSnapshot,
+    *,
+    owner: str,
+    scopes: list[str],
+    seeds: int,
+    learning: LearningConfig,
+    holdout: FullRetrievalEvaluationConfig,
+) -> dict[str, Any]:
     rows = []
     for seed in range(seeds):
         proposal = evaluate_learning(shuffled_snapshot(snapshot, seed), owner=owner, scopes=scopes, config=learning)
-        row: dict[str, Any] = {"seed": seed, "offline_decision": proposal.decision,
-                               "validation_ndcg_gain": proposal.validation_ndcg_gain,
-                               "validation_gain_interval": proposal.validation_gain_interval,
-                               "multipliers": proposal.multipliers.model_dump(), "holdout_decision": None,
-                               "holdout_ndcg_gain": None, "would_activate": False}
+        row: dict[str, Any] = {
+            "seed": seed,
+            "offline_decision": proposal.decision,
+            "validation_ndcg_gain": proposal.validation_ndcg_gain,
+            "validation_gain_interval": proposal.validation_gain_interval,
+            "multipliers": proposal.multipliers.model_dump(),
+            "holdout_decision": None,
+            "holdout_ndcg_gain": None,
+            "would_activate": False,
+        }
         if proposal.decision == PASSED_OFFLINE:
-            run = client.run_holdout(owner, scopes, candidate_multipliers=proposal.multipliers,
-                                     baseline_multipliers=UNITY, excluded_query_digests=proposal.query_digests())
+            run = client.run_holdout(
+                owner,
+                scopes,
+                candidate_multipliers=proposal.multipliers,
+                baseline_multipliers=UNITY,
+                excluded_query_digests=proposal.query_digests(),
+            )
             evaluation = run.evaluate(proposal.input_checksum, holdout)
-            row.update(holdout_decision=evaluation.decision, holdout_ndcg_gain=evaluation.ndcg_gain,
-                       would_activate=evaluation.decision == PASSED_HOLDOUT)
+            row.update(
+                holdout_decision=evaluation.decision,
+                holdout_ndcg_gain=evaluation.ndcg_gain,
+                would_activate=evaluation.decision == PASSED_HOLDOUT,
+            )
         rows.append(row)
     offline = sum(r["offline_decision"] == PASSED_OFFLINE for r in rows)
     held = sum(r["holdout_decision"] == PASSED_HOLDOUT for r in rows)
-    return {"seeds": seeds, "offline_accepts": offline, "holdout_accepts": held,
-            "would_activate": sum(r["would_activate"] for r in rows),
-            "insufficient_data": sum(r["offline_decision"] == "insufficient_data" for r in rows), "per_seed": rows}
+    return {
+        "seeds": seeds,
+        "offline_accepts": offline,
+        "holdout_accepts": held,
+        "would_activate": sum(r["would_activate"] for r in rows),
+        "insufficient_data": sum(r["offline_decision"] == "insufficient_data" for r in rows),
+        "per_seed": rows,
+    }

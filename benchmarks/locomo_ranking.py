@@ -38,9 +38,20 @@ _RECORDED = ("score", *FEATURE_COLUMNS)
 FEATURE_NAMES = (*_RECORDED, "rank", "inherited")
 """What LambdaRank sees per candidate: the recorded score, the trace values, the rank and
 whether the candidate's provenance was inherited from another node (session or episode)."""
-LAMBDARANK_PARAMS = dict(objective="lambdarank", learning_rate=0.05, num_leaves=7, min_data_in_leaf=20,
-                         lambdarank_truncation_level=20, bagging_fraction=1.0, feature_fraction=1.0,
-                         lambda_l2=1.0, deterministic=True, force_row_wise=True, num_threads=1, verbose=-1)
+LAMBDARANK_PARAMS = dict(
+    objective="lambdarank",
+    learning_rate=0.05,
+    num_leaves=7,
+    min_data_in_leaf=20,
+    lambdarank_truncation_level=20,
+    bagging_fraction=1.0,
+    feature_fraction=1.0,
+    lambda_l2=1.0,
+    deterministic=True,
+    force_row_wise=True,
+    num_threads=1,
+    verbose=-1,
+)
 LAMBDARANK_ROUNDS = 200
 """Fixed, small-tree settings chosen before looking at any LoCoMo result (no tuning, no early
 stopping: validation labels never pick anything)."""
@@ -73,12 +84,17 @@ def judge(trials: Sequence[Trial], rankings: Sequence[Sequence[UUID]], k: int) -
         flags = [node in trial.relevant for node in ranking]
         total = len(trial.relevant)
         per_group.setdefault(trial.group_id, []).append(
-            (recall_at_k(flags, total, k), ndcg_at_k(flags, total, k), mrr_at_k(flags, k)))
+            (recall_at_k(flags, total, k), ndcg_at_k(flags, total, k), mrr_at_k(flags, k))
+        )
     groups = {g: np.mean(np.array(v), axis=0) for g, v in sorted(per_group.items())}
     matrix = np.array(list(groups.values()))
     means = matrix.mean(axis=0)
-    return {"k": k, "query_groups": len(groups), **{m: float(means[i]) for i, m in enumerate(METRICS)},
-            "per_group": {g: {m: float(v[i]) for i, m in enumerate(METRICS)} for g, v in groups.items()}}
+    return {
+        "k": k,
+        "query_groups": len(groups),
+        **{m: float(means[i]) for i, m in enumerate(METRICS)},
+        "per_group": {g: {m: float(v[i]) for i, m in enumerate(METRICS)} for g, v in groups.items()},
+    }
 
 
 def receipt_order(receipt: RetrievalReceipt) -> list[UUID]:
@@ -162,15 +178,20 @@ def lambdarank_challenger(data: JudgedRequests, trials: Sequence[Trial], *, k: i
     # Requests in an order fixed by their content: ``prepared.requests`` is sorted by request id,
     # a random UUID per run, and LightGBM's trees depend on row order (the same data in another
     # order gave conv-43 a validation gain of −0.012 in one run and +0.015 in the next).
-    train = sorted((i for i, v in enumerate(data.validation) if not v),
-                   key=lambda i: (data.groups[i], data.features[i].tobytes(), data.labels[i].tobytes()))
+    train = sorted(
+        (i for i, v in enumerate(data.validation) if not v),
+        key=lambda i: (data.groups[i], data.features[i].tobytes(), data.labels[i].tobytes()),
+    )
     if not train or not any(data.labels[i].any() for i in train):
         return {"status": "no training requests", "rankings": None}
     # LightGBM's own training API (its scikit-learn wrapper would need scikit-learn as well).
     params = {**LAMBDARANK_PARAMS, "seed": seed}
-    dataset = lightgbm.Dataset(np.vstack([data.features[i] for i in train]),
-                               label=np.concatenate([data.labels[i] for i in train]).astype(np.float64),
-                               group=[len(data.labels[i]) for i in train], params={"verbose": -1})
+    dataset = lightgbm.Dataset(
+        np.vstack([data.features[i] for i in train]),
+        label=np.concatenate([data.labels[i] for i in train]).astype(np.float64),
+        group=[len(data.labels[i]) for i in train],
+        params={"verbose": -1},
+    )
     model = lightgbm.train(params, dataset, num_boost_round=LAMBDARANK_ROUNDS)
     rank_col = FEATURE_NAMES.index("rank")
     per_group: dict[str, list[tuple[float, float]]] = {}
@@ -190,10 +211,16 @@ def lambdarank_challenger(data: JudgedRequests, trials: Sequence[Trial], *, k: i
         nodes = receipt_order(trial.baseline)
         rankings.append([nodes[i] for i in order])
     importance = dict(zip(FEATURE_NAMES, (int(v) for v in model.feature_importance("gain"))))
-    return {"status": "trained", "training_requests": len(train), "training_rows": int(sum(len(data.labels[i])
-                                                                                            for i in train)),
-            "validation_groups": len(diffs), "validation_ndcg_gain": float(np.mean(diffs)) if diffs else None,
-            "feature_gain": importance, "params": {**params, "rounds": LAMBDARANK_ROUNDS}, "rankings": rankings}
+    return {
+        "status": "trained",
+        "training_requests": len(train),
+        "training_rows": int(sum(len(data.labels[i]) for i in train)),
+        "validation_groups": len(diffs),
+        "validation_ndcg_gain": float(np.mean(diffs)) if diffs else None,
+        "feature_gain": importance,
+        "params": {**params, "rounds": LAMBDARANK_ROUNDS},
+        "rankings": rankings,
+    }
 
 
 def compare(trials: Sequence[Trial], rankings: Mapping[str, Sequence[Sequence[UUID]]], k: int) -> dict[str, Any]:

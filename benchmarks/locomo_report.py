@@ -21,15 +21,26 @@ from prme_core.types import FrozenModel
 CheckMark = Literal["pass", "fail", "not reached"]
 RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lexical_rerank", "semantic_rerank", "lambdarank")
 RANKING_LABELS = {
-    "baseline": "baseline (base scoring)", "learned": "learned multipliers", "bm25_only": "BM25 only (all turns)",
-    "semantic_only": "embedding only (all turns)", "lexical_rerank": "baseline candidates by lexical feature",
-    "semantic_rerank": "baseline candidates by semantic feature", "lambdarank": "LambdaRank on baseline candidates",
+    "baseline": "baseline (base scoring)",
+    "learned": "learned multipliers",
+    "bm25_only": "BM25 only (all turns)",
+    "semantic_only": "embedding only (all turns)",
+    "lexical_rerank": "baseline candidates by lexical feature",
+    "semantic_rerank": "baseline candidates by semantic feature",
+    "lambdarank": "LambdaRank on baseline candidates",
 }
 CHART_RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lambdarank")
 PASSED_OFFLINE = "improved_on_observed_candidates"
 PASSED_HOLDOUT = "improved_full_retrieval"
-GATE_NAMES = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
-              "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
+GATE_NAMES = (
+    "coverage_sufficient",
+    "baseline_replay_exact",
+    "offline_gate_passed",
+    "holdout_memory_unchanged",
+    "holdout_gate_passed",
+    "profile_evidence_bound",
+    "runtime_compatible",
+)
 """The gates a report records, in pipeline order (``prme_assets.checks.GATE_CHECKS``; this module
 stays free of Dagster, and a test keeps the two equal)."""
 LIMITATIONS = (
@@ -107,7 +118,7 @@ class Activation(FrozenModel):
     profile_id: str | None = None
 
     @model_validator(mode="after")
-    def _requested_first(self) -> "Activation":
+    def _requested_first(self) -> Activation:
         if self.activated and not (self.requested and self.profile_id):
             raise ValueError("an activation needs an activation request and a profile id")
         return self
@@ -122,7 +133,7 @@ class NullControl(FrozenModel):
     per_seed: tuple[dict[str, Any], ...]
 
     @model_validator(mode="after")
-    def _counts(self) -> "NullControl":
+    def _counts(self) -> NullControl:
         if len(self.per_seed) != self.seeds:
             raise ValueError("one row per null seed")
         if not self.would_activate <= self.holdout_accepts <= self.offline_accepts <= self.seeds:
@@ -158,10 +169,12 @@ class OwnerResult(FrozenModel):
     seconds: float = Field(ge=0.0)
 
     @model_validator(mode="after")
-    def _invariants(self) -> "OwnerResult":
+    def _invariants(self) -> OwnerResult:
         offline_check = self.checks.get("offline_gate_passed", "not reached")
         if offline_check != "not reached" and (offline_check == "pass") != (self.offline.decision == PASSED_OFFLINE):
-            raise ValueError(f"{self.owner}: offline check {offline_check} disagrees with decision {self.offline.decision}")
+            raise ValueError(
+                f"{self.owner}: offline check {offline_check} disagrees with decision {self.offline.decision}"
+            )
         if self.activation.activated:
             if any(self.checks.get(g) != "pass" for g in GATE_NAMES):
                 raise ValueError(f"{self.owner}: activated without every gate passing")
@@ -197,7 +210,7 @@ class BenchmarkReport(FrozenModel):
     limitations: tuple[str, ...] = LIMITATIONS
 
     @model_validator(mode="after")
-    def _totals(self) -> "BenchmarkReport":
+    def _totals(self) -> BenchmarkReport:
         t = self.total
         if t["owners"] != len(self.owners) or t["activated"] != sum(o.activation.activated for o in self.owners):
             raise ValueError("total owner and activation counts disagree with the owners")
@@ -207,6 +220,7 @@ class BenchmarkReport(FrozenModel):
 
 
 # --- writing ------------------------------------------------------------------------------------
+
 
 def _f(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -262,8 +276,11 @@ def write_chart(report: BenchmarkReport, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     labels = [o.owner for o in report.owners] + ["all owners"]
-    series = {name: [o.rankings[name].ndcg if name in o.rankings else float("nan") for o in report.owners]
-              + [report.total["rankings"].get(name, {}).get("ndcg", float("nan"))] for name in CHART_RANKINGS}
+    series = {
+        name: [o.rankings[name].ndcg if name in o.rankings else float("nan") for o in report.owners]
+        + [report.total["rankings"].get(name, {}).get("ndcg", float("nan"))]
+        for name in CHART_RANKINGS
+    }
     fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
     width = 0.8 / len(series)
     for i, (name, values) in enumerate(series.items()):
@@ -273,9 +290,12 @@ def write_chart(report: BenchmarkReport, path: Path) -> Path:
     ax.set_ylabel("holdout NDCG@10")
     ax.set_ylim(0, 1)
     activated = sum(o.activation.activated for o in report.owners)
-    ax.set_title(f"LoCoMo holdout NDCG@10 per owner ({report.embedding.used} embedding; "
-                 f"{activated} of {len(report.owners)} profiles activated; learned = candidate multipliers, "
-                 "not gated where the offline gate stopped)", fontsize=9)
+    ax.set_title(
+        f"LoCoMo holdout NDCG@10 per owner ({report.embedding.used} embedding; "
+        f"{activated} of {len(report.owners)} profiles activated; learned = candidate multipliers, "
+        "not gated where the offline gate stopped)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, ncol=3, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -324,62 +344,103 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
             f"{h.label} | {h.decision or h.status} | "
             f"{_f(b.ndcg if b else None)} → {_f(c.ndcg if c else None)} | {_f(b.recall if b else None)} → "
             f"{_f(c.recall if c else None)} | {_f(b.mrr if b else None)} → {_f(c.mrr if c else None)} | "
-            f"{'yes' if o.activation.activated else 'no'} |")
+            f"{'yes' if o.activation.activated else 'no'} |"
+        )
     tb, tl = t["rankings"].get("baseline"), t["rankings"].get("learned")
     if tb and tl:
-        lines.append(f"| **all** | {t['training_groups']} / {t['validation_groups']} | {t['explicit_pairs']} | "
-                     f"{t['offline_passed']} passed | — | — | {t['holdout_passed']} passed | "
-                     f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | {_f(tb['recall'])} → {_f(tl['recall'])} | "
-                     f"{_f(tb['mrr'])} → {_f(tl['mrr'])} | {t['activated']} |")
-    lines += ["", "'learned' is the candidate multipliers of the owner's own proposal. Where the offline gate stopped "
-              "the run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only "
-              "(**not gated**); an insufficient-coverage proposal keeps unity multipliers, so its learned arm equals "
-              "the baseline.", ""]
-    lines += ["### Holdout rankings compared (NDCG@10 / recall@10 / MRR@10, same holdout questions)", "",
-              "| owner | " + " | ".join(RANKING_LABELS[r] for r in RANKINGS) + " |",
-              "|---|" + "---|" * len(RANKINGS)]
+        lines.append(
+            f"| **all** | {t['training_groups']} / {t['validation_groups']} | {t['explicit_pairs']} | "
+            f"{t['offline_passed']} passed | — | — | {t['holdout_passed']} passed | "
+            f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | {_f(tb['recall'])} → {_f(tl['recall'])} | "
+            f"{_f(tb['mrr'])} → {_f(tl['mrr'])} | {t['activated']} |"
+        )
+    lines += [
+        "",
+        "'learned' is the candidate multipliers of the owner's own proposal. Where the offline gate stopped "
+        "the run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only "
+        "(**not gated**); an insufficient-coverage proposal keeps unity multipliers, so its learned arm equals "
+        "the baseline.",
+        "",
+    ]
+    lines += [
+        "### Holdout rankings compared (NDCG@10 / recall@10 / MRR@10, same holdout questions)",
+        "",
+        "| owner | " + " | ".join(RANKING_LABELS[r] for r in RANKINGS) + " |",
+        "|---|" + "---|" * len(RANKINGS),
+    ]
     for o in report.owners:
-        cells = [f"{o.rankings[r].ndcg:.3f} / {o.rankings[r].recall:.3f} / {o.rankings[r].mrr:.3f}" if r in o.rankings
-                 else "—" for r in RANKINGS]
+        cells = [
+            f"{o.rankings[r].ndcg:.3f} / {o.rankings[r].recall:.3f} / {o.rankings[r].mrr:.3f}"
+            if r in o.rankings
+            else "—"
+            for r in RANKINGS
+        ]
         lines.append(f"| {o.owner} | " + " | ".join(cells) + " |")
-    cells = [f"{t['rankings'][r]['ndcg']:.3f} / {t['rankings'][r]['recall']:.3f} / {t['rankings'][r]['mrr']:.3f}"
-             if r in t["rankings"] else "—" for r in RANKINGS]
+    cells = [
+        f"{t['rankings'][r]['ndcg']:.3f} / {t['rankings'][r]['recall']:.3f} / {t['rankings'][r]['mrr']:.3f}"
+        if r in t["rankings"]
+        else "—"
+        for r in RANKINGS
+    ]
     lines.append("| **all** | " + " | ".join(cells) + " |")
-    lines += ["", "LambdaRank offline check on the learner's own validation groups (judged candidates, the offline "
-              "gate's measure): " + ", ".join(
-                  f"{o.owner} {_gain(o.lambdarank.get('validation_ndcg_gain'))}" for o in report.owners)
-              + " (linear learner: " + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}"
-                                                  for o in report.owners) + ").", ""]
+    lines += [
+        "",
+        "LambdaRank offline check on the learner's own validation groups (judged candidates, the offline "
+        "gate's measure): "
+        + ", ".join(f"{o.owner} {_gain(o.lambdarank.get('validation_ndcg_gain'))}" for o in report.owners)
+        + " (linear learner: "
+        + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}" for o in report.owners)
+        + ").",
+        "",
+    ]
     if chart_name:
         lines += [f"![holdout NDCG@10 per owner]({chart_name})", ""]
     else:
         lines += ["(No chart: matplotlib is not installed — `pip install -e '.[bench]'`.)", ""]
-    lines += ["### Null control", "", "| owner | seeds | offline accepts | holdout accepts | would activate | "
-              "insufficient data |", "|---|---|---|---|---|---|"]
+    lines += [
+        "### Null control",
+        "",
+        "| owner | seeds | offline accepts | holdout accepts | would activate | insufficient data |",
+        "|---|---|---|---|---|---|",
+    ]
     for o in report.owners:
         n = o.null_control
-        lines.append(f"| {o.owner} | {n.seeds} | {n.offline_accepts} | {n.holdout_accepts} | {n.would_activate} | "
-                     f"{n.insufficient_data} |")
-    lines += ["", "### Data and coverage", "", "| owner | turns | questions | feedback / holdout questions | "
-              "without evidence | unresolved evidence ids | feedback retrievals without returned evidence | "
-              "checks (coverage, replay, offline, memory, holdout, evidence, runtime) | seconds |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {o.owner} | {n.seeds} | {n.offline_accepts} | {n.holdout_accepts} | {n.would_activate} | "
+            f"{n.insufficient_data} |"
+        )
+    lines += [
+        "",
+        "### Data and coverage",
+        "",
+        "| owner | turns | questions | feedback / holdout questions | "
+        "without evidence | unresolved evidence ids | feedback retrievals without returned evidence | "
+        "checks (coverage, replay, offline, memory, holdout, evidence, runtime) | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for o in report.owners:
-        marks = " ".join({"pass": "✓", "fail": "✗", "not reached": "·"}[o.checks.get(g, "not reached")]
-                         for g in GATE_NAMES)
-        lines.append(f"| {o.owner} | {o.turns} | {o.questions} | {o.feedback_questions} / {o.holdout_questions} | "
-                     f"{o.questions_without_evidence} | {', '.join(o.unresolved_evidence_ids) or '—'} | "
-                     f"{o.feedback.get('without_returned_evidence', 0)} | {marks} | {o.seconds:.1f} |")
+        marks = " ".join(
+            {"pass": "✓", "fail": "✗", "not reached": "·"}[o.checks.get(g, "not reached")] for g in GATE_NAMES
+        )
+        lines.append(
+            f"| {o.owner} | {o.turns} | {o.questions} | {o.feedback_questions} / {o.holdout_questions} | "
+            f"{o.questions_without_evidence} | {', '.join(o.unresolved_evidence_ids) or '—'} | "
+            f"{o.feedback.get('without_returned_evidence', 0)} | {marks} | {o.seconds:.1f} |"
+        )
     lines += ["", *diagnosis_section(report), "", *method_section(report), "", "## Limitations", ""]
     lines += [f"- {item}" for item in report.limitations]
     return "\n".join(lines) + "\n"
 
 
 def diagnosis_section(report: BenchmarkReport) -> list[str]:
-    lines = ["## Diagnosis: what the offline gate sees", "",
-             "| owner | positives / judged per request | inherited share of judged (positives, negatives) | "
-             "pairs with identical features (positive behind) | constant weight features | train NDCG gain | "
-             "validation NDCG gain | validation groups improved / regressed |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Diagnosis: what the offline gate sees",
+        "",
+        "| owner | positives / judged per request | inherited share of judged (positives, negatives) | "
+        "pairs with identical features (positive behind) | constant weight features | train NDCG gain | "
+        "validation NDCG gain | validation groups improved / regressed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for o in report.owners:
         d = o.diagnosis
         if "label_density" not in d:
@@ -393,16 +454,24 @@ def diagnosis_section(report: BenchmarkReport) -> list[str]:
             f"{inh['pairs']} ({inh['pairs_with_identical_features_positive_behind']}) | "
             f"{', '.join(d['constant_weight_features']) or '—'} | {_gain(fit['train']['ndcg_gain'])} | "
             f"{_gain(fit['validation']['ndcg_gain'])} | {fit['validation']['improved_groups']} / "
-            f"{fit['validation']['regressed_groups']} |")
-    lines += ["", "Exploratory refits (**not gated**; they look at validation labels — see the limitations):", "",
-              "| owner | variant | multipliers (sem, lex, graph, rec, sal, conf) | train gain | validation gain [95% CI] |",
-              "|---|---|---|---|---|"]
+            f"{fit['validation']['regressed_groups']} |"
+        )
+    lines += [
+        "",
+        "Exploratory refits (**not gated**; they look at validation labels — see the limitations):",
+        "",
+        "| owner | variant | multipliers (sem, lex, graph, rec, sal, conf) | train gain | validation gain [95% CI] |",
+        "|---|---|---|---|---|",
+    ]
     for o in report.owners:
         for row in o.diagnosis.get("exploratory_refits", []):
             m = row["multipliers"]
-            lines.append(f"| {o.owner} | {row['variant']} | " + ", ".join(f"{m[k]:.2f}" for k in WEIGHT_NAMES) +
-                f" | {_gain(row['train_ndcg_gain'])} | {_gain(row['validation_ndcg_gain'])} "
-                f"{_interval(row['validation_interval'])} |")
+            lines.append(
+                f"| {o.owner} | {row['variant']} | "
+                + ", ".join(f"{m[k]:.2f}" for k in WEIGHT_NAMES)
+                + f" | {_gain(row['train_ndcg_gain'])} | {_gain(row['validation_ndcg_gain'])} "
+                f"{_interval(row['validation_interval'])} |"
+            )
     notes = report.total.get("diagnosis_notes") or []
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
@@ -418,7 +487,8 @@ def _default_policy() -> dict[str, Any]:
 def method_section(report: BenchmarkReport) -> list[str]:
     o = report.options
     return [
-        "## Method", "",
+        "## Method",
+        "",
         "1. Each conversation is one owner; every turn is stored as one memory (`Speaker: text`, image caption "
         "appended; event time from its session clock, read as UTC).",
         "2. Questions with at least one resolvable evidence id are split by a hash of the normalized question: "
@@ -431,11 +501,25 @@ def method_section(report: BenchmarkReport) -> list[str]:
         "Dagster partition per owner materializes `feedback_snapshot → query_split → ranking_proposal → "
         "full_retrieval_holdout → candidate_profile` with all seven blocking gates on a temporary instance "
         "(`dg.instance_for_test()`), and `activation_request` + `activate_profile_job` run when it returns a "
-        "run request. The learning policy is " + ("the default" if report.policy == _default_policy() else
-                                                   "a NON-DEFAULT") + " `LearningPolicyResource` (" + ", ".join(
-            f"{k}={v}" for k, v in report.policy.items() if k in (
-                "min_training_queries", "min_validation_queries", "min_ndcg_gain", "holdout_min_query_groups",
-                "holdout_min_ndcg_gain", "holdout_max_regression_fraction", "margin_scale", "regularization")) + ").",
+        "run request. The learning policy is "
+        + ("the default" if report.policy == _default_policy() else "a NON-DEFAULT")
+        + " `LearningPolicyResource` ("
+        + ", ".join(
+            f"{k}={v}"
+            for k, v in report.policy.items()
+            if k
+            in (
+                "min_training_queries",
+                "min_validation_queries",
+                "min_ndcg_gain",
+                "holdout_min_query_groups",
+                "holdout_min_ndcg_gain",
+                "holdout_max_regression_fraction",
+                "margin_scale",
+                "regularization",
+            )
+        )
+        + ").",
         "5. Holdout metrics come from the holdout report (k = 10). BM25-only and embedding-only rank every turn "
         "of the owner by the engine's own BM25 and embedding indexes (no pool, weights or expansion). "
         "The recorded-feature reranks order the baseline arm's returned candidates by one trace feature. "

@@ -85,7 +85,7 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
     with bench_store_url(backend) as url, MemoryClient(url) as client:
         for owner in (OWNER, PROFILE_OWNER):  # the same corpus twice; only PROFILE_OWNER gets a profile
             for start in range(0, len(items), 5000):
-                client.store_batch(owner, items[start:start + 5000])
+                client.store_batch(owner, items[start : start + 5000])
         activate_direct_profile(client, PROFILE_OWNER)
         # One unmeasured pass for each owner, so every measured retrieval starts warm.
         for q in qs:
@@ -96,7 +96,7 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
         latencies, with_profile, receipts, no_pool, no_pool_bytes = [], [], [], [], []
         arms = (OWNER, PROFILE_OWNER, NO_POOL)
         for i, q in enumerate(qs):
-            for arm in arms[i % 3:] + arms[:i % 3]:
+            for arm in arms[i % 3 :] + arms[: i % 3]:
                 owner = PROFILE_OWNER if arm == PROFILE_OWNER else OWNER
                 packing = {"receipt_pool_depth": 0} if arm == NO_POOL else None
                 start = time.perf_counter()
@@ -113,33 +113,58 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
                     with_profile.append(elapsed_ms)
         baselines = raw_baselines(items, qs, limit)
         sizes = [len(r.candidates) for r in receipts]
-        print(f"{backend}: {memories:,} memories, {len(qs)} queries, limit {limit} "
-              f"(mean {sum(sizes) / len(sizes):.1f} candidates per receipt)")
-        row("retrieve p50 (incl. receipt persistence)", percentile(latencies, 0.5), "ms",
-            "target ≤ 15 ms" if backend == "duckdb" else "")
+        print(
+            f"{backend}: {memories:,} memories, {len(qs)} queries, limit {limit} "
+            f"(mean {sum(sizes) / len(sizes):.1f} candidates per receipt)"
+        )
+        row(
+            "retrieve p50 (incl. receipt persistence)",
+            percentile(latencies, 0.5),
+            "ms",
+            "target ≤ 15 ms" if backend == "duckdb" else "",
+        )
         row("retrieve p95", percentile(latencies, 0.95), "ms")
         row("baseline: bare bm25s query, same texts (median)", baselines["bm25"], "ms")
         row("baseline: bare 384-d dot product + top-k (median)", baselines["dot"], "ms")
-        row("retrieve p50 / (bm25s + dot baselines)",
-            percentile(latencies, 0.5) / (baselines["bm25"] + baselines["dot"]), "x")
+        row(
+            "retrieve p50 / (bm25s + dot baselines)",
+            percentile(latencies, 0.5) / (baselines["bm25"] + baselines["dot"]),
+            "x",
+        )
         row("retrieve p50 with an active profile (interleaved)", percentile(with_profile, 0.5), "ms")
-        row("profile cost: median paired difference", median([b - a for a, b in zip(latencies, with_profile)]), "ms",
-            "target ≤ 1 ms")
+        row(
+            "profile cost: median paired difference",
+            median([b - a for a, b in zip(latencies, with_profile)]),
+            "ms",
+            "target ≤ 1 ms",
+        )
         row("retrieve p50, pool recording off (receipt_pool_depth=0, interleaved)", percentile(no_pool, 0.5), "ms")
-        row("v10 p50 / pool-off p50", 100.0 * percentile(latencies, 0.5) / percentile(no_pool, 0.5), "%",
-            "target ≤ 120%")
+        row(
+            "v10 p50 / pool-off p50",
+            100.0 * percentile(latencies, 0.5) / percentile(no_pool, 0.5),
+            "%",
+            "target ≤ 120%",
+        )
         row("pool cost: median paired difference", median([a - b for a, b in zip(latencies, no_pool)]), "ms")
         v10_bytes = [len(receipt_bytes(r)) for r in receipts]
         row("receipt bytes per retrieval, pool off (mean)", sum(no_pool_bytes) / len(no_pool_bytes), "B")
         row("receipt bytes per retrieval, v10 default (mean)", sum(v10_bytes) / len(v10_bytes), "B")
         complete = sum(r.pool.complete for r in receipts)
-        row("pools complete at depth 100", complete / len(receipts) * 100.0, "%",
-            f"mean pool size {sum(r.pool.size for r in receipts) / len(receipts):.0f}")
+        row(
+            "pools complete at depth 100",
+            complete / len(receipts) * 100.0,
+            "%",
+            f"mean pool size {sum(r.pool.size for r in receipts) / len(receipts):.0f}",
+        )
         full = [r for r in receipts if len(r.candidates) == limit] or receipts
         rounds = max(1, 5000 // len(full))
         elapsed = timed(lambda: [r.replay_ranking() for _ in range(rounds) for r in full])
-        row(f"replay_ranking ({len(full[0].candidates)}-candidate receipts)", rounds * len(full) / elapsed,
-            "receipts/s", "target ≥ 5,000")
+        row(
+            f"replay_ranking ({len(full[0].candidates)}-candidate receipts)",
+            rounds * len(full) / elapsed,
+            "receipts/s",
+            "target ≥ 5,000",
+        )
 
 
 def activate_direct_profile(client: MemoryClient, owner: str) -> None:
@@ -156,12 +181,22 @@ def activate_direct_profile(client: MemoryClient, owner: str) -> None:
 
     scopes = tuple(sorted(client.settings.scopes))
     profile_id, change_id = uuid.uuid4(), uuid.uuid4()
-    app = RankingProfileApplication(profile_id=profile_id, multipliers=RankingMultipliers(lexical=2.0, salience=0.5),
-                                    feature_identity_sha256=client.running_feature_identity(),
-                                    base_scoring=client.settings.scoring)
-    state = RankingProfileState(change_id=change_id, owner=owner, scopes=scopes, action="activate",
-                                previous_profile_id=None, active_profile_id=profile_id, application=app,
-                                changed_at=utc_now())
+    app = RankingProfileApplication(
+        profile_id=profile_id,
+        multipliers=RankingMultipliers(lexical=2.0, salience=0.5),
+        feature_identity_sha256=client.running_feature_identity(),
+        base_scoring=client.settings.scoring,
+    )
+    state = RankingProfileState(
+        change_id=change_id,
+        owner=owner,
+        scopes=scopes,
+        action="activate",
+        previous_profile_id=None,
+        active_profile_id=profile_id,
+        application=app,
+        changed_at=utc_now(),
+    )
     with client.store.transaction() as tx:
         record_change(tx, state)
 

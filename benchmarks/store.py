@@ -35,6 +35,7 @@ def receipt_document(candidates: int = 50) -> dict:
 def bench_canonical(repeats: int = 4000) -> None:
     doc = receipt_document()
     size = len(canonical_json(doc))
+
     def encode_ours() -> None:
         for _ in range(repeats):
             canonical_json(doc)
@@ -57,15 +58,25 @@ def bench_backend(backend: str, nodes: int) -> None:
         client.store_batch("warmup", [{"content": "warm up"}] * 1 + [{"content": f"w{i}"} for i in range(99)])
         rates = []
         for trial in range(3):
-            items = [{"content": f"Speaker {i % 2}: memory {i} of trial {trial} about tea, trains and travel",
-                      "session_id": f"s{i // 20}", "node_type": "event"} for i in range(nodes)]
-            rates.append(nodes / timed(lambda: client.store_batch(f"owner{trial}", items)))
+            items = [
+                {
+                    "content": f"Speaker {i % 2}: memory {i} of trial {trial} about tea, trains and travel",
+                    "session_id": f"s{i // 20}",
+                    "node_type": "event",
+                }
+                for i in range(nodes)
+            ]
+            rates.append(nodes / timed(lambda owner=f"owner{trial}", items=items: client.store_batch(owner, items)))
         scan_rates = []
         for _ in range(3):
             scan_rates.append(nodes / timed(lambda: sum(1 for _ in client.iterate("owner0", page_size=1000))))
         print(f"{backend} ({client.store.url})")
-        row(f"batch store, {nodes:,}-node batch (median of 3)", median(rates), "nodes/s",
-            "target ≥ 20,000" if backend == "duckdb" else "")
+        row(
+            f"batch store, {nodes:,}-node batch (median of 3)",
+            median(rates),
+            "nodes/s",
+            "target ≥ 20,000" if backend == "duckdb" else "",
+        )
         row("scan in pages of 1,000 (median of 3)", median(scan_rates), "nodes/s")
 
 

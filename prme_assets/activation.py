@@ -12,15 +12,14 @@ compare-and-set in the domain store, so even concurrent ad-hoc runs cannot both 
 
 import dagster as dg
 
-from prme_core.errors import ReactivationRefused
-from prme_core.learning.stages import activation_change_id
-from prme_core.profiles import registry as profiles
-from prme_core.profiles.verdicts import runtime_verdict
-
 from prme_assets.check_records import latest_checks, latest_materialization
 from prme_assets.checks import GATE_CHECKS
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import STORE_POOL, PrmeStoreResource
+from prme_core.errors import ReactivationRefused
+from prme_core.learning.stages import activation_change_id
+from prme_core.profiles import registry as profiles
+from prme_core.profiles.verdicts import runtime_verdict
 
 ACTIVATION_TAG = "prme/activation_target"
 
@@ -30,10 +29,14 @@ class ActivationConfig(dg.Config):
     profile_id: str
 
 
-@dg.op(pool=STORE_POOL, description="Re-verify a candidate profile's evidence, runtime compatibility and the "
-                                    "current pointer, then activate it (deterministic change id).")
-def activate_profile_op(context: dg.OpExecutionContext, config: ActivationConfig,
-                        prme_store: PrmeStoreResource) -> dg.Output[dict]:
+@dg.op(
+    pool=STORE_POOL,
+    description="Re-verify a candidate profile's evidence, runtime compatibility and the "
+    "current pointer, then activate it (deterministic change id).",
+)
+def activate_profile_op(
+    context: dg.OpExecutionContext, config: ActivationConfig, prme_store: PrmeStoreResource
+) -> dg.Output[dict]:
     """Activate a sensor-approved profile: idempotent for retries of the same decision, and never
     undoing an operator's change.
 
@@ -50,30 +53,40 @@ def activate_profile_op(context: dg.OpExecutionContext, config: ActivationConfig
         profile = status.profile
         if profile.scopes != scopes:
             raise dg.Failure(f"profile {profile.profile_id} belongs to {'+'.join(profile.scopes)}, not this partition")
-        verdict = runtime_verdict(profile, running_features_sha256=client.running_feature_identity(),
-                                  running_scoring=client.settings.scoring)
+        verdict = runtime_verdict(
+            profile, running_features_sha256=client.running_feature_identity(), running_scoring=client.settings.scoring
+        )
         if not verdict.passed:
             raise dg.Failure(verdict.description)
         try:
-            state = client.activate_ranking_profile(profile.profile_id, owner=owner, reactivate=False,
-                                                    change_id=activation_change_id(profile.profile_id))
+            state = client.activate_ranking_profile(
+                profile.profile_id, owner=owner, reactivate=False, change_id=activation_change_id(profile.profile_id)
+            )
         except ReactivationRefused as exc:
-            raise dg.Failure(description=str(exc), metadata={"profile_id": str(profile.profile_id),
-                                                             "outcome": "refused"}) from None
+            raise dg.Failure(
+                description=str(exc), metadata={"profile_id": str(profile.profile_id), "outcome": "refused"}
+            ) from None
     in_force = state.superseded_by or state  # a replay reports the pointer as it is now
     active = str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring"
     if state.replayed:
-        context.log.info(f"activation already recorded (change {state.change_id} at {state.changed_at.isoformat()}); "
-                         f"nothing changed; the active profile is {active}")
+        context.log.info(
+            f"activation already recorded (change {state.change_id} at {state.changed_at.isoformat()}); "
+            f"nothing changed; the active profile is {active}"
+        )
     else:
         context.log.info(f"activated {profile.profile_id} (change {state.change_id})")
-    return dg.Output({"profile_id": str(profile.profile_id), "change_id": str(state.change_id)}, metadata={
-        "profile_id": str(profile.profile_id), "change_id": str(state.change_id),
-        "outcome": "already_recorded" if state.replayed else "activated", "no_op_rerun": state.replayed,
-        "active_profile_id": active,
-        "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
-        "changed_at": state.changed_at.isoformat(),
-    })
+    return dg.Output(
+        {"profile_id": str(profile.profile_id), "change_id": str(state.change_id)},
+        metadata={
+            "profile_id": str(profile.profile_id),
+            "change_id": str(state.change_id),
+            "outcome": "already_recorded" if state.replayed else "activated",
+            "no_op_rerun": state.replayed,
+            "active_profile_id": active,
+            "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
+            "changed_at": state.changed_at.isoformat(),
+        },
+    )
 
 
 @dg.job(tags={"prme/kind": "activation"}, description="Activate one candidate profile (launched by the sensor).")
@@ -81,9 +94,13 @@ def activate_profile_job():
     activate_profile_op()
 
 
-@dg.sensor(job=activate_profile_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Requests an activation only when every gate of the newest candidate_profile "
-                       "materialization of a partition passed in that same run.")
+@dg.sensor(
+    job=activate_profile_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Requests an activation only when every gate of the newest candidate_profile "
+    "materialization of a partition passed in that same run.",
+)
 def profile_activation_sensor(context: dg.SensorEvaluationContext, prme_store: PrmeStoreResource):
     requests, skipped = [], []
     for partition in context.instance.get_dynamic_partitions(LEARNING_TARGETS.name):
@@ -97,13 +114,18 @@ def profile_activation_sensor(context: dg.SensorEvaluationContext, prme_store: P
     return dg.SkipReason("; ".join(skipped) or "no learning targets yet")
 
 
-def activation_request(instance: dg.DagsterInstance, partition: str, prme_store: PrmeStoreResource) -> dg.RunRequest | str:
+def activation_request(
+    instance: dg.DagsterInstance, partition: str, prme_store: PrmeStoreResource
+) -> dg.RunRequest | str:
     """A run request for the partition, or the reason there is none."""
     materialization = latest_materialization(instance, "candidate_profile", partition)
     if materialization is None:
         return "no candidate profile"
-    failed = [c.name for c in latest_checks(instance, GATE_CHECKS, partition)
-              if not c.passed or c.run_id != materialization.run_id]
+    failed = [
+        c.name
+        for c in latest_checks(instance, GATE_CHECKS, partition)
+        if not c.passed or c.run_id != materialization.run_id
+    ]
     if failed:
         return f"gates not passed for the newest candidate profile: {', '.join(failed)}"
     profile_id = materialization.metadata.get("profile_id")
@@ -118,12 +140,16 @@ def activation_request(instance: dg.DagsterInstance, partition: str, prme_store:
     if status is None:
         return f"profile {profile_id} is missing from the store"
     if served is not None:
-        return (f"profile {profile_id} served before ({served.action} change {served.change_id}) and was deactivated "
-                "or rolled back away since; serving it again is an operator's rollback_profile_job, not a sensor run")
+        return (
+            f"profile {profile_id} served before ({served.action} change {served.change_id}) and was deactivated "
+            "or rolled back away since; serving it again is an operator's rollback_profile_job, not a sensor run"
+        )
     baseline = status.profile.baseline_profile_id
     if active_id != (None if baseline is None else str(baseline)):
-        return (f"stale baseline: {active_id or 'base scoring'} serves now, the holdout ran against "
-                f"{baseline or 'base scoring'}; re-run the learning job")
+        return (
+            f"stale baseline: {active_id or 'base scoring'} serves now, the holdout ran against "
+            f"{baseline or 'base scoring'}; re-run the learning job"
+        )
     return dg.RunRequest(
         run_key=f"activate:{partition}:{profile_id}:{materialization.storage_id}",
         run_config={"ops": {"activate_profile_op": {"config": {"partition_key": partition, "profile_id": profile_id}}}},
@@ -144,8 +170,12 @@ def deactivate_profile_op(context: dg.OpExecutionContext, config: DeactivationCo
     owner, scopes = decode_target(config.partition_key)
     kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
     with prme_store.client() as client:
-        state = client.deactivate_ranking_profile(owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs)
-    context.add_output_metadata({"change_id": str(state.change_id), "previous_profile_id": str(state.previous_profile_id)})
+        state = client.deactivate_ranking_profile(
+            owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
+        )
+    context.add_output_metadata(
+        {"change_id": str(state.change_id), "previous_profile_id": str(state.previous_profile_id)}
+    )
 
 
 @dg.job(tags={"prme/kind": "deactivation"}, description="Operator job: deactivate the profile of one partition.")
@@ -166,10 +196,15 @@ def rollback_profile_op(context: dg.OpExecutionContext, config: RollbackConfig, 
     owner, scopes = decode_target(config.partition_key)
     kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
     with prme_store.client() as client:
-        state = client.rollback_ranking_profile(config.profile_id or None, owner=owner, scopes=scopes,
-                                                change_id=config.change_id or None, **kwargs)
-    context.add_output_metadata({"change_id": str(state.change_id),
-                                 "active_profile_id": str(state.active_profile_id) if state.active_profile_id else "base"})
+        state = client.rollback_ranking_profile(
+            config.profile_id or None, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
+        )
+    context.add_output_metadata(
+        {
+            "change_id": str(state.change_id),
+            "active_profile_id": str(state.active_profile_id) if state.active_profile_id else "base",
+        }
+    )
 
 
 @dg.job(tags={"prme/kind": "rollback"}, description="Operator job: roll one partition back.")

@@ -26,7 +26,8 @@ class MaterializationState:
 
 def latest_materialization(instance: dg.DagsterInstance, asset: str, partition: str) -> MaterializationState | None:
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1
+    ).records
     if not records:
         return None
     record = records[0]
@@ -39,7 +40,8 @@ def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]
     """The newest result of each (asset, check) for one partition; a missing result counts as failed."""
     keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, name in checks]
     found = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        keys, partition_filter=PartitionKeyFilter(key=partition))
+        keys, partition_filter=PartitionKeyFilter(key=partition)
+    )
     states = []
     for key in keys:
         record = found.get(key)
@@ -49,6 +51,5 @@ def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]
         passed = record.status == AssetCheckExecutionRecordStatus.SUCCEEDED
         evaluated = record.status != AssetCheckExecutionRecordStatus.PLANNED
         evaluation = record.event.asset_check_evaluation if record.event else None
-        states.append(CheckState(key.name, passed and bool(evaluation and evaluation.passed), record.run_id,
-                                 evaluated))
+        states.append(CheckState(key.name, passed and bool(evaluation and evaluation.passed), record.run_id, evaluated))
     return states

@@ -10,28 +10,30 @@ the run ends successfully with the later stages skipped (``prme_assets.outcome``
 
 import dagster as dg
 
+from prme_assets.holdout import full_retrieval_holdout
+from prme_assets.metadata import facts
+from prme_assets.outcome import record_outcome, severity
+from prme_assets.partitions import LEARNING_TARGETS
+from prme_assets.profile import candidate_profile
+from prme_assets.proposal import ranking_proposal
+from prme_assets.resources import STORE_POOL, PrmeStoreResource
+from prme_assets.split import query_split
 from prme_core.learning import verdicts
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 from prme_core.profiles import verdicts as profile_verdicts
 from prme_core.profiles.model import RankingProfile
 
-from prme_assets.metadata import facts
-from prme_assets.outcome import record_outcome, severity
-from prme_assets.partitions import LEARNING_TARGETS
-from prme_assets.profile import candidate_profile
-from prme_assets.proposal import ranking_proposal
-from prme_assets.holdout import full_retrieval_holdout
-from prme_assets.resources import STORE_POOL, PrmeStoreResource
-from prme_assets.split import query_split
-
 
 def result(context: dg.AssetCheckExecutionContext, verdict: verdicts.Verdict) -> dg.AssetCheckResult:
     if verdict.outcome == "integrity_failure":
         record_outcome(context, context.check_specs[0].name, verdict)
-    return dg.AssetCheckResult(passed=verdict.passed, severity=severity(verdict), description=verdict.description,
-                               metadata=facts({**verdict.facts, "outcome": verdict.outcome,
-                                               "reason": verdict.description}))
+    return dg.AssetCheckResult(
+        passed=verdict.passed,
+        severity=severity(verdict),
+        description=verdict.description,
+        metadata=facts({**verdict.facts, "outcome": verdict.outcome, "reason": verdict.description}),
+    )
 
 
 def _gate(asset, **kw):
@@ -48,53 +50,88 @@ def baseline_replay_exact(context: dg.AssetCheckExecutionContext, query_split: S
     return result(context, verdicts.replay_verdict(query_split))
 
 
-@_gate(ranking_proposal, description="Validation NDCG gain ≥ minimum, bootstrap lower endpoint > 0, "
-                                     "no pairwise-accuracy regression.")
-def offline_gate_passed(context: dg.AssetCheckExecutionContext,
-                        ranking_proposal: LearningEvaluation) -> dg.AssetCheckResult:
+@_gate(
+    ranking_proposal,
+    description="Validation NDCG gain ≥ minimum, bootstrap lower endpoint > 0, no pairwise-accuracy regression.",
+)
+def offline_gate_passed(
+    context: dg.AssetCheckExecutionContext, ranking_proposal: LearningEvaluation
+) -> dg.AssetCheckResult:
     return result(context, verdicts.offline_gate_verdict(ranking_proposal))
 
 
 @_gate(full_retrieval_holdout, description="The owner's memory digest was identical before and after the pairs.")
-def holdout_memory_unchanged(context: dg.AssetCheckExecutionContext,
-                             full_retrieval_holdout: HoldoutOutcome) -> dg.AssetCheckResult:
+def holdout_memory_unchanged(
+    context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
+) -> dg.AssetCheckResult:
     return result(context, verdicts.holdout_memory_verdict(full_retrieval_holdout))
 
 
-@_gate(full_retrieval_holdout, description="Holdout NDCG gain ≥ minimum, bootstrap lower endpoint > 0, "
-                                           "no recall loss, bounded share of regressed groups.")
-def holdout_gate_passed(context: dg.AssetCheckExecutionContext,
-                        full_retrieval_holdout: HoldoutOutcome) -> dg.AssetCheckResult:
+@_gate(
+    full_retrieval_holdout,
+    description="Holdout NDCG gain ≥ minimum, bootstrap lower endpoint > 0, "
+    "no recall loss, bounded share of regressed groups.",
+)
+def holdout_gate_passed(
+    context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
+) -> dg.AssetCheckResult:
     return result(context, verdicts.holdout_gate_verdict(full_retrieval_holdout))
 
 
-@_gate(candidate_profile, description="The profile embeds exactly the gated reports and its holdout baseline "
-                                      "still serves the scope set (not stale).",
-       additional_ins={"ranking_proposal": dg.AssetIn("ranking_proposal"),
-                       "full_retrieval_holdout": dg.AssetIn("full_retrieval_holdout")})
-def profile_evidence_bound(context: dg.AssetCheckExecutionContext, candidate_profile: RankingProfile,
-                           ranking_proposal: LearningEvaluation, full_retrieval_holdout: HoldoutOutcome,
-                           prme_store: PrmeStoreResource) -> dg.AssetCheckResult:
+@_gate(
+    candidate_profile,
+    description="The profile embeds exactly the gated reports and its holdout baseline "
+    "still serves the scope set (not stale).",
+    additional_ins={
+        "ranking_proposal": dg.AssetIn("ranking_proposal"),
+        "full_retrieval_holdout": dg.AssetIn("full_retrieval_holdout"),
+    },
+)
+def profile_evidence_bound(
+    context: dg.AssetCheckExecutionContext,
+    candidate_profile: RankingProfile,
+    ranking_proposal: LearningEvaluation,
+    full_retrieval_holdout: HoldoutOutcome,
+    prme_store: PrmeStoreResource,
+) -> dg.AssetCheckResult:
     with prme_store.client() as client:
         active = client.get_active_ranking_profile(candidate_profile.owner, candidate_profile.scopes)
-    return result(context, profile_verdicts.evidence_bound_verdict(
-        candidate_profile, ranking_proposal, full_retrieval_holdout, None if active is None else active.profile_id))
+    return result(
+        context,
+        profile_verdicts.evidence_bound_verdict(
+            candidate_profile, ranking_proposal, full_retrieval_holdout, None if active is None else active.profile_id
+        ),
+    )
 
 
 @_gate(candidate_profile, description="The recorded feature identity and base scoring match the running pipeline.")
-def runtime_compatible(context: dg.AssetCheckExecutionContext, candidate_profile: RankingProfile,
-                       prme_store: PrmeStoreResource) -> dg.AssetCheckResult:
+def runtime_compatible(
+    context: dg.AssetCheckExecutionContext, candidate_profile: RankingProfile, prme_store: PrmeStoreResource
+) -> dg.AssetCheckResult:
     with prme_store.client() as client:
-        return result(context, profile_verdicts.runtime_verdict(
-            candidate_profile, running_features_sha256=client.running_feature_identity(),
-            running_scoring=client.settings.scoring))
+        return result(
+            context,
+            profile_verdicts.runtime_verdict(
+                candidate_profile,
+                running_features_sha256=client.running_feature_identity(),
+                running_scoring=client.settings.scoring,
+            ),
+        )
 
 
-GATES = (coverage_sufficient, baseline_replay_exact, offline_gate_passed, holdout_memory_unchanged,
-         holdout_gate_passed, profile_evidence_bound, runtime_compatible)
+GATES = (
+    coverage_sufficient,
+    baseline_replay_exact,
+    offline_gate_passed,
+    holdout_memory_unchanged,
+    holdout_gate_passed,
+    profile_evidence_bound,
+    runtime_compatible,
+)
 """The registry of gates, in pipeline order: ``Definitions`` registers exactly these checks and the
 activation sensor requires every one of them, so a gate added here is enforced in both places."""
 
 GATE_CHECKS: tuple[tuple[str, str], ...] = tuple(
-    (key.asset_key.to_user_string(), key.name) for gate in GATES for key in gate.check_keys)
+    (key.asset_key.to_user_string(), key.name) for gate in GATES for key in gate.check_keys
+)
 """(asset, check) of every gate in ``GATES``: what the activation sensor reads for a partition."""

@@ -79,6 +79,7 @@ def _version() -> str:
 
 # --- errors and exit codes --------------------------------------------------------------------
 
+
 class InstanceServesAnotherStore(Exception):
     """``DAGSTER_HOME`` records another store: mixing two stores' histories would mislead."""
 
@@ -104,8 +105,13 @@ def _debug_from_env() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def run_guarded(command: Callable[[Any], int | None], *, prog: str, debug: bool | None = None,
-                stopped: str = "the runs in flight were canceled; rerun to continue") -> int:
+def run_guarded(
+    command: Callable[[Any], int | None],
+    *,
+    prog: str,
+    debug: bool | None = None,
+    stopped: str = "the runs in flight were canceled; rerun to continue",
+) -> int:
     """Run ``command(stop)`` under ``StopSignals``; map what it raises to one line and an exit code."""
     from prme_assets.interrupts import (
         INTERRUPTED_EXIT,
@@ -150,6 +156,7 @@ def _ignore_sigint() -> Any:
 
 # --- the Dagster instance and its store ---------------------------------------------------------
 
+
 def _repo_file(name: str) -> Path | None:
     for base in (Path.cwd(), Path(__file__).resolve().parents[1]):  # the checkout of an editable install
         if (base / name).is_file():
@@ -164,8 +171,11 @@ def prepare_dagster_home() -> Path:
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
     source = _repo_file("dagster.yaml")
-    if source is not None and source.resolve() != target.resolve() and (
-            not target.exists() or target.read_bytes() != source.read_bytes()):
+    if (
+        source is not None
+        and source.resolve() != target.resolve()
+        and (not target.exists() or target.read_bytes() != source.read_bytes())
+    ):
         shutil.copyfile(source, target)
     return home
 
@@ -184,7 +194,8 @@ def check_instance_store(home: Path, identity: str, *, reset: bool) -> None:
         if _storage_in_postgres(config):
             raise InstanceServesAnotherStore(
                 f"--reset clears a local instance's SQLite history, but {config} keeps it in PostgreSQL; "
-                "use another DAGSTER_HOME for this store instead")
+                "use another DAGSTER_HOME for this store instead"
+            )
         for name in INSTANCE_STATE:
             path = home / name
             if path.is_dir():
@@ -195,7 +206,8 @@ def check_instance_store(home: Path, identity: str, *, reset: bool) -> None:
     if recorded is not None and recorded != identity:
         raise InstanceServesAnotherStore(
             f"the Dagster instance {home} holds the runs and partitions of the store {recorded}, not of {identity}; "
-            "use another DAGSTER_HOME for this store, or pass --reset to clear this instance's history")
+            "use another DAGSTER_HOME for this store, or pass --reset to clear this instance's history"
+        )
 
 
 def _storage_in_postgres(config: Path) -> bool:
@@ -221,6 +233,7 @@ def _redact(url: str) -> str:
 
 
 # --- prme main --------------------------------------------------------------------------------
+
 
 def _quiet_dagster_warnings() -> None:
     """Dagster flags the partitioned checks and data versions we rely on as preview/beta, and
@@ -272,6 +285,7 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
 
 # --- prme locomo-benchmark ------------------------------------------------------------------------
 
+
 def _benchmark_module():
     """``benchmarks.locomo_learning`` of the checkout (benchmarks are not part of the package)."""
     root = Path(__file__).resolve().parents[1]
@@ -282,8 +296,9 @@ def _benchmark_module():
     except ImportError as exc:
         from prme_core.errors import UnsupportedOperation
 
-        raise UnsupportedOperation(f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}") \
-            from None
+        raise UnsupportedOperation(
+            f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}"
+        ) from None
     return locomo_learning
 
 
@@ -294,28 +309,47 @@ def cmd_locomo_benchmark(args: argparse.Namespace, stop: Any) -> int:
 
 # --- the parser ---------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="prme", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--debug", action="store_true", default=None,
-                        help=f"print the traceback with an error (or set {DEBUG_ENV}=1)")
+    parser.add_argument(
+        "--debug", action="store_true", default=None, help=f"print the traceback with an error (or set {DEBUG_ENV}=1)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    main = sub.add_parser("main", help="learn on the LoCoMo demo data, embedded store, no server",
-                          description=MAIN_HELP, epilog=EPILOG, formatter_class=raw)
-    main.add_argument("--data", default=None, metavar="PATH",
-                      help="LoCoMo-format JSON (default: PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
-                           "from the working directory, then from the checkout)")
-    main.add_argument("--store", default=None, metavar="URL",
-                      help=f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})")
+    main = sub.add_parser(
+        "main",
+        help="learn on the LoCoMo demo data, embedded store, no server",
+        description=MAIN_HELP,
+        epilog=EPILOG,
+        formatter_class=raw,
+    )
+    main.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="LoCoMo-format JSON (default: PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
+        "from the working directory, then from the checkout)",
+    )
+    main.add_argument(
+        "--store", default=None, metavar="URL", help=f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})"
+    )
     main.add_argument("--conversation", action="append", metavar="ID", help="limit to these sample ids (repeatable)")
-    main.add_argument("--reset", action="store_true",
-                      help="clear the Dagster instance's history (runs, partitions, checks) so that it serves this "
-                           "store; the store itself is untouched")
-    main.set_defaults(func=cmd_main, stopped="the run in flight was canceled; rerun prme main to continue (memories "
-                                            "and feedback already loaded are kept and not loaded twice)")
-    bench = sub.add_parser("locomo-benchmark", add_help=False,
-                           help="the LoCoMo learning benchmark (prme locomo-benchmark --help)")
+    main.add_argument(
+        "--reset",
+        action="store_true",
+        help="clear the Dagster instance's history (runs, partitions, checks) so that it serves this "
+        "store; the store itself is untouched",
+    )
+    main.set_defaults(
+        func=cmd_main,
+        stopped="the run in flight was canceled; rerun prme main to continue (memories "
+        "and feedback already loaded are kept and not loaded twice)",
+    )
+    bench = sub.add_parser(
+        "locomo-benchmark", add_help=False, help="the LoCoMo learning benchmark (prme locomo-benchmark --help)"
+    )
     bench.set_defaults(func=cmd_locomo_benchmark, stopped="its runs were canceled; no results were written")
     return parser
 

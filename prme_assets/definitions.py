@@ -38,8 +38,12 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],
         schedules=[nightly_learning_schedule],
         executor=EXECUTOR,
-        resources=resources or {"prme_store": store_resource_from_env(), "evidence_io": evidence_io_from_env(),
-                                "learning_policy": LearningPolicyResource()},
+        resources=resources
+        or {
+            "prme_store": store_resource_from_env(),
+            "evidence_io": evidence_io_from_env(),
+            "learning_policy": LearningPolicyResource(),
+        },
     )
 
 

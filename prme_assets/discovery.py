@@ -8,17 +8,19 @@ re-reading is harmless because only keys the instance lacks are added.
 
 import dagster as dg
 
-from prme_core.learning.discovery import feedback_scope_sets_since
-
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import PrmeStoreResource
+from prme_core.learning.discovery import feedback_scope_sets_since
 
 RESCAN_WINDOW = 1000
 TICK_LIMIT = 5000
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Adds a learning-target partition for each new (owner, scope set) with feedback.")
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Adds a learning-target partition for each new (owner, scope set) with feedback.",
+)
 def learning_target_discovery_sensor(context: dg.SensorEvaluationContext, prme_store: PrmeStoreResource):
     after = int(context.cursor or 0)
     with prme_store.client() as client:

@@ -11,6 +11,8 @@ from typing import Any
 
 import dagster as dg
 
+from prme_assets.partitions import decode_target
+from prme_assets.resources import store_url_from_env
 from prme_core.errors import NotFound
 from prme_core.learning.evidence import latest_artifact, record_artifact
 from prme_core.learning.proposal import LearningEvaluation
@@ -20,11 +22,9 @@ from prme_core.profiles.model import RankingProfile
 from prme_core.storage import open_store
 from prme_core.types import FrozenModel
 
-from prme_assets.partitions import decode_target
-from prme_assets.resources import store_url_from_env
-
-MODELS: dict[str, type[FrozenModel]] = {m.__name__: m for m in (
-    SnapshotManifest, SplitSummary, LearningEvaluation, HoldoutOutcome, RankingProfile)}
+MODELS: dict[str, type[FrozenModel]] = {
+    m.__name__: m for m in (SnapshotManifest, SplitSummary, LearningEvaluation, HoldoutOutcome, RankingProfile)
+}
 
 
 def artifact_target(asset_key: dg.AssetKey, partition_key: str) -> str:
@@ -38,16 +38,24 @@ class EvidenceIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: FrozenModel) -> None:
         if type(obj).__name__ not in MODELS:
-            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
-                            f"the evidence store keeps only {sorted(MODELS)}")
+            raise TypeError(
+                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
+                f"the evidence store keeps only {sorted(MODELS)}"
+            )
         owner, _ = decode_target(context.partition_key)
         target = artifact_target(context.asset_key, context.partition_key)
-        body = {"model": type(obj).__name__, "asset": context.asset_key.to_user_string(),
-                "partition": context.partition_key, "run_id": context.run_id, "value": obj.canonical_dict()}
+        body = {
+            "model": type(obj).__name__,
+            "asset": context.asset_key.to_user_string(),
+            "partition": context.partition_key,
+            "run_id": context.run_id,
+            "value": obj.canonical_dict(),
+        }
         store = open_store(self.store_url)
         try:
-            stored = record_artifact(store, owner=owner, scope_key=context.partition_key, target=target,
-                                     run_id=context.run_id, body=body)
+            stored = record_artifact(
+                store, owner=owner, scope_key=context.partition_key, target=target, run_id=context.run_id, body=body
+            )
         finally:
             store.close()
         context.add_output_metadata({"evidence_operation": stored.id, "evidence_checksum": stored.checksum})
@@ -63,8 +71,9 @@ class EvidenceIOManager(dg.ConfigurableIOManager):
         finally:
             store.close()
         if body is None:
-            raise NotFound(f"no stored {upstream.asset_key.to_user_string()} for partition {partition}; "
-                           "materialize it first")
+            raise NotFound(
+                f"no stored {upstream.asset_key.to_user_string()} for partition {partition}; materialize it first"
+            )
         return MODELS[body["model"]].model_validate(body["value"])
 
 

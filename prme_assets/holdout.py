@@ -10,15 +10,14 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from prme_core.learning.proposal import LearningEvaluation
-from prme_core.learning.stages import HoldoutOutcome, holdout_stage
-from prme_core.learning.verdicts import offline_gate_verdict
-
 from prme_assets.metadata import markdown_table
 from prme_assets.outcome import refusal
 from prme_assets.partitions import LEARNING_TARGETS
 from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
 from prme_assets.snapshot import GROUP
+from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.stages import HoldoutOutcome, holdout_stage
+from prme_core.learning.verdicts import offline_gate_verdict
 
 
 class HoldoutRunConfig(dg.Config):
@@ -30,39 +29,68 @@ class HoldoutRunConfig(dg.Config):
     max_regression_fraction: float | None = None
 
 
-@dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1", output_required=False,
-          description="Each registered holdout query retrieved twice over frozen memory — what serves now "
-                      "(active profile or unity) and the proposal — judged on complete relevant sets. "
-                      "Not run when the offline gate said no.")
-def full_retrieval_holdout(context: dg.AssetExecutionContext, config: HoldoutRunConfig,
-                           ranking_proposal: LearningEvaluation, prme_store: PrmeStoreResource,
-                           learning_policy: LearningPolicyResource) -> Iterator[dg.Output[HoldoutOutcome]]:
+@dg.asset(
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    io_manager_key="evidence_io",
+    pool=STORE_POOL,
+    code_version="1",
+    output_required=False,
+    description="Each registered holdout query retrieved twice over frozen memory — what serves now "
+    "(active profile or unity) and the proposal — judged on complete relevant sets. "
+    "Not run when the offline gate said no.",
+)
+def full_retrieval_holdout(
+    context: dg.AssetExecutionContext,
+    config: HoldoutRunConfig,
+    ranking_proposal: LearningEvaluation,
+    prme_store: PrmeStoreResource,
+    learning_policy: LearningPolicyResource,
+) -> Iterator[dg.Output[HoldoutOutcome]]:
     if refusal(context, [("offline_gate_passed", offline_gate_verdict(ranking_proposal))]):
         return
-    gate = learning_policy.holdout_config(k=config.k, min_query_groups=config.min_query_groups,
-                                          min_ndcg_gain=config.min_ndcg_gain,
-                                          max_regression_fraction=config.max_regression_fraction)
+    gate = learning_policy.holdout_config(
+        k=config.k,
+        min_query_groups=config.min_query_groups,
+        min_ndcg_gain=config.min_ndcg_gain,
+        max_regression_fraction=config.max_regression_fraction,
+    )
     with prme_store.client() as client:
         outcome = holdout_stage(client, ranking_proposal, gate)
-    meta = {"status": outcome.status, "proposal_input_checksum": outcome.proposal_input_checksum,
-            "baseline_profile_id": str(outcome.baseline_profile_id) if outcome.baseline_profile_id else "unity",
-            "memory_before": outcome.memory_before or "—", "memory_after": outcome.memory_after or "—"}
+    meta = {
+        "status": outcome.status,
+        "proposal_input_checksum": outcome.proposal_input_checksum,
+        "baseline_profile_id": str(outcome.baseline_profile_id) if outcome.baseline_profile_id else "unity",
+        "memory_before": outcome.memory_before or "—",
+        "memory_after": outcome.memory_after or "—",
+    }
     e = outcome.evaluation
     if e is not None:
         interval = e.ndcg_gain_interval or (None, None)
-        meta.update({
-            "decision": e.decision, "ndcg_gain": e.ndcg_gain, "recall_gain": e.recall_gain, "mrr_gain": e.mrr_gain,
-            "interval_low": interval[0] if interval[0] is not None else "—",
-            "interval_high": interval[1] if interval[1] is not None else "—",
-            "regression_fraction": e.regression_fraction, "query_groups": e.coverage.query_groups,
-            "trials": e.coverage.trials, "min_query_groups": e.config.min_query_groups,
-            "input_checksum": e.input_checksum, "feature_identity_sha256": e.feature_identity_sha256,
-            "per_group_metrics": markdown_table(
-                ["group", "baseline NDCG", "candidate NDCG", "baseline recall", "candidate recall"],
-                [[q.group_id[:24], q.baseline_ndcg, q.candidate_ndcg, q.baseline_recall, q.candidate_recall]
-                 for q in e.queries]),
-        })
+        meta.update(
+            {
+                "decision": e.decision,
+                "ndcg_gain": e.ndcg_gain,
+                "recall_gain": e.recall_gain,
+                "mrr_gain": e.mrr_gain,
+                "interval_low": interval[0] if interval[0] is not None else "—",
+                "interval_high": interval[1] if interval[1] is not None else "—",
+                "regression_fraction": e.regression_fraction,
+                "query_groups": e.coverage.query_groups,
+                "trials": e.coverage.trials,
+                "min_query_groups": e.config.min_query_groups,
+                "input_checksum": e.input_checksum,
+                "feature_identity_sha256": e.feature_identity_sha256,
+                "per_group_metrics": markdown_table(
+                    ["group", "baseline NDCG", "candidate NDCG", "baseline recall", "candidate recall"],
+                    [
+                        [q.group_id[:24], q.baseline_ndcg, q.candidate_ndcg, q.baseline_recall, q.candidate_recall]
+                        for q in e.queries
+                    ],
+                ),
+            }
+        )
     else:
         meta["message"] = outcome.message
     context.log.info(f"holdout {outcome.status}" + (f": {e.decision}" if e else f": {outcome.message}"))

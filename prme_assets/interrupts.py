@@ -81,8 +81,13 @@ class StopSignals:
             return
         from dagster import DagsterRunStatus, RunsFilter
 
-        open_statuses = [DagsterRunStatus.CANCELING, DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED,
-                         DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+        open_statuses = [
+            DagsterRunStatus.CANCELING,
+            DagsterRunStatus.QUEUED,
+            DagsterRunStatus.NOT_STARTED,
+            DagsterRunStatus.STARTING,
+            DagsterRunStatus.STARTED,
+        ]
         message = f"prme stopped on {signal.Signals(self.received).name}"
         with self._lock:
             if run_id is not None:
@@ -120,8 +125,12 @@ class StopSignals:
             return
         from dagster import DagsterRunStatus, RunsFilter
 
-        unfinished = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-                      DagsterRunStatus.STARTED]
+        unfinished = [
+            DagsterRunStatus.QUEUED,
+            DagsterRunStatus.NOT_STARTED,
+            DagsterRunStatus.STARTING,
+            DagsterRunStatus.STARTED,
+        ]
         with self._lock:
             try:
                 runs = instance.get_runs(RunsFilter(tags=self.run_tags, statuses=unfinished))
@@ -169,8 +178,9 @@ class StopSignals:
         self._watcher.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._pipe is None:
             return
         signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)

@@ -40,5 +40,16 @@ def proposal_query_table(report: LearningEvaluation) -> dg.MetadataValue:
     ordered = sorted(report.queries, key=lambda q: (q.split != "validation", q.group_id))
     return markdown_table(
         ["group", "split", "requests", "baseline NDCG", "candidate NDCG", "baseline pairwise", "candidate pairwise"],
-        [[q.group_id[:12], q.split, len(q.request_ids), q.baseline_ndcg, q.candidate_ndcg,
-          q.baseline_pairwise_accuracy, q.candidate_pairwise_accuracy] for q in ordered])
+        [
+            [
+                q.group_id[:12],
+                q.split,
+                len(q.request_ids),
+                q.baseline_ndcg,
+                q.candidate_ndcg,
+                q.baseline_pairwise_accuracy,
+                q.candidate_pairwise_accuracy,
+            ]
+            for q in ordered
+        ],
+    )

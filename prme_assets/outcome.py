@@ -54,8 +54,18 @@ import dagster as dg
 from prme_core.learning.verdicts import Verdict
 
 PREFIX = "prme/"
-OUTCOME_KEYS = ("outcome", "stopped_by", "decision", "reason", "gain", "interval_low", "interval_high", "needs",
-                "more_groups_needed", "profile_id")
+OUTCOME_KEYS = (
+    "outcome",
+    "stopped_by",
+    "decision",
+    "reason",
+    "gain",
+    "interval_low",
+    "interval_high",
+    "needs",
+    "more_groups_needed",
+    "profile_id",
+)
 """The run-tag keys (without ``PREFIX``) every outcome writes."""
 GAIN_FACTS = ("ndcg_gain", "validation_ndcg_gain")
 
@@ -76,17 +86,27 @@ def outcome_tags(gate: str, verdict: Verdict, *, profile_id: str = "") -> dict[s
     """The run tags of ``verdict`` (by the check named ``gate``): every key, empty when it does not apply."""
     f = verdict.facts
     values = {
-        "outcome": verdict.outcome, "stopped_by": "" if verdict.passed else gate,
-        "decision": f.get("decision", f.get("status")), "reason": verdict.description,
+        "outcome": verdict.outcome,
+        "stopped_by": "" if verdict.passed else gate,
+        "decision": f.get("decision", f.get("status")),
+        "reason": verdict.description,
         "gain": next((f[k] for k in GAIN_FACTS if f.get(k) is not None), None),
-        "interval_low": f.get("interval_low"), "interval_high": f.get("interval_high"),
-        "needs": f.get("needs"), "more_groups_needed": f.get("more_groups_needed"), "profile_id": profile_id,
+        "interval_low": f.get("interval_low"),
+        "interval_high": f.get("interval_high"),
+        "needs": f.get("needs"),
+        "more_groups_needed": f.get("more_groups_needed"),
+        "profile_id": profile_id,
     }
     return {PREFIX + k: _text(values[k]) for k in OUTCOME_KEYS}
 
 
-def record_outcome(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext, gate: str, verdict: Verdict,
-                   *, profile_id: str = "") -> None:
+def record_outcome(
+    context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext,
+    gate: str,
+    verdict: Verdict,
+    *,
+    profile_id: str = "",
+) -> None:
     """Write the run's outcome tags (on the run being executed)."""
     context.instance.add_run_tags(context.run.run_id, outcome_tags(gate, verdict, profile_id=profile_id))
 
@@ -101,17 +121,22 @@ def refusal(context: dg.AssetExecutionContext, gates: Sequence[tuple[str, Verdic
     integrity = [(name, v) for name, v in gates if v.outcome == "integrity_failure"]
     if integrity:
         name, verdict = integrity[0]
-        raise dg.Failure(description=f"{name} did not pass: {verdict.description}",
-                         metadata={"stopped_by": name, "outcome": verdict.outcome})
+        raise dg.Failure(
+            description=f"{name} did not pass: {verdict.description}",
+            metadata={"stopped_by": name, "outcome": verdict.outcome},
+        )
     declined = next(((name, v) for name, v in gates if v.outcome == "expected_no"), None)
     if declined is None:
         return None
     name, verdict = declined
     record_outcome(context, name, verdict)
     needs = verdict.facts.get("needs")
-    context.log.info(f"{context.asset_key.to_user_string()} not computed: {name} said no (an expected outcome, "
-                     f"not an error): {verdict.description}" + (f"; {needs}" if needs else "")
-                     + ". Later stages of this partition are skipped.")
+    context.log.info(
+        f"{context.asset_key.to_user_string()} not computed: {name} said no (an expected outcome, "
+        f"not an error): {verdict.description}"
+        + (f"; {needs}" if needs else "")
+        + ". Later stages of this partition are skipped."
+    )
     return verdict
 
 

@@ -37,6 +37,7 @@ def decode_target(key: str) -> tuple[str, tuple[str, ...]]:
     owner = unquote(encoded, errors="strict")
     scopes = tuple(scope_part.split("+"))
     if encode_target(owner, scopes) != key:
-        raise InvalidInput("partition_key", f"{key!r} is not in canonical form (owner percent-encoded, scopes "
-                           "sorted and unique)")
+        raise InvalidInput(
+            "partition_key", f"{key!r} is not in canonical form (owner percent-encoded, scopes sorted and unique)"
+        )
     return owner, scopes

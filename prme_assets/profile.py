@@ -9,42 +9,67 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from prme_assets.outcome import record_outcome, refusal
+from prme_assets.partitions import LEARNING_TARGETS
+from prme_assets.resources import STORE_POOL, PrmeStoreResource
+from prme_assets.snapshot import GROUP
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, candidate_profile_id
 from prme_core.learning.verdicts import holdout_gate_verdict, holdout_memory_verdict, offline_gate_verdict
 from prme_core.profiles.model import RankingProfile
 
-from prme_assets.outcome import record_outcome, refusal
-from prme_assets.partitions import LEARNING_TARGETS
-from prme_assets.resources import STORE_POOL, PrmeStoreResource
-from prme_assets.snapshot import GROUP
 
-
-@dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1", output_required=False,
-          description="An immutable ranking profile created from the two passing reports (its id derives from "
-                      "them, so re-materializing creates no duplicate). Creating it activates nothing. Not "
-                      "created unless every gate on its evidence passed.")
-def candidate_profile(context: dg.AssetExecutionContext, ranking_proposal: LearningEvaluation,
-                      full_retrieval_holdout: HoldoutOutcome,
-                      prme_store: PrmeStoreResource) -> Iterator[dg.Output[RankingProfile]]:
+@dg.asset(
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    io_manager_key="evidence_io",
+    pool=STORE_POOL,
+    code_version="1",
+    output_required=False,
+    description="An immutable ranking profile created from the two passing reports (its id derives from "
+    "them, so re-materializing creates no duplicate). Creating it activates nothing. Not "
+    "created unless every gate on its evidence passed.",
+)
+def candidate_profile(
+    context: dg.AssetExecutionContext,
+    ranking_proposal: LearningEvaluation,
+    full_retrieval_holdout: HoldoutOutcome,
+    prme_store: PrmeStoreResource,
+) -> Iterator[dg.Output[RankingProfile]]:
     holdout_verdict = holdout_gate_verdict(full_retrieval_holdout)
-    if refusal(context, [("offline_gate_passed", offline_gate_verdict(ranking_proposal)),
-                         ("holdout_gate_passed", holdout_verdict),
-                         ("holdout_memory_unchanged", holdout_memory_verdict(full_retrieval_holdout))]):
+    if refusal(
+        context,
+        [
+            ("offline_gate_passed", offline_gate_verdict(ranking_proposal)),
+            ("holdout_gate_passed", holdout_verdict),
+            ("holdout_memory_unchanged", holdout_memory_verdict(full_retrieval_holdout)),
+        ],
+    ):
         return
     holdout = full_retrieval_holdout.evaluation
     assert holdout is not None  # the holdout gate passed
     with prme_store.client() as client:
         profile = client.create_ranking_profile(
-            ranking_proposal, holdout, owner=ranking_proposal.owner,
+            ranking_proposal,
+            holdout,
+            owner=ranking_proposal.owner,
             profile_id=candidate_profile_id(ranking_proposal, holdout),
-            baseline_profile_id=full_retrieval_holdout.baseline_profile_id)
+            baseline_profile_id=full_retrieval_holdout.baseline_profile_id,
+        )
     record_outcome(context, "holdout_gate_passed", holdout_verdict, profile_id=str(profile.profile_id))
-    yield dg.Output(profile, metadata={
-        "profile_id": str(profile.profile_id), "owner": profile.owner, "scopes": "+".join(profile.scopes),
-        "baseline_profile_id": str(profile.baseline_profile_id) if profile.baseline_profile_id else "base scoring",
-        "proposal_input_checksum": ranking_proposal.input_checksum, "holdout_input_checksum": holdout.input_checksum,
-        "profile_checksum": profile.checksum(), "multipliers": dg.MetadataValue.json(profile.multipliers.model_dump()),
-        "offline_gain": ranking_proposal.validation_ndcg_gain, "holdout_gain": holdout.ndcg_gain,
-    })
+    yield dg.Output(
+        profile,
+        metadata={
+            "profile_id": str(profile.profile_id),
+            "owner": profile.owner,
+            "scopes": "+".join(profile.scopes),
+            "baseline_profile_id": str(profile.baseline_profile_id) if profile.baseline_profile_id else "base scoring",
+            "proposal_input_checksum": ranking_proposal.input_checksum,
+            "holdout_input_checksum": holdout.input_checksum,
+            "profile_checksum": profile.checksum(),
+            "multipliers": dg.MetadataValue.json(profile.multipliers.model_dump()),
+            "offline_gain": ranking_proposal.validation_ndcg_gain,
+            "holdout_gain": holdout.ndcg_gain,
+        },
+    )

@@ -8,44 +8,64 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from prme_assets.metadata import proposal_query_table
+from prme_assets.outcome import refusal
+from prme_assets.partitions import LEARNING_TARGETS, decode_target
+from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
+from prme_assets.snapshot import GROUP
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary
 from prme_core.learning.verdicts import coverage_verdict, replay_verdict
 
-from prme_assets.metadata import proposal_query_table
-from prme_assets.outcome import refusal
-from prme_assets.partitions import LEARNING_TARGETS, decode_target
-from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
-from prme_assets.snapshot import GROUP
 
-
-@dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1", output_required=False,
-          description="Six bounded weight multipliers fitted on training groups by pairwise logistic loss "
-                      "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap. "
-                      "Not computed when the split's gates said no.")
-def ranking_proposal(context: dg.AssetExecutionContext, feedback_snapshot: SnapshotManifest, query_split: SplitSummary,
-                     prme_store: PrmeStoreResource,
-                     learning_policy: LearningPolicyResource) -> Iterator[dg.Output[LearningEvaluation]]:
-    if refusal(context, [("baseline_replay_exact", replay_verdict(query_split)),
-                         ("coverage_sufficient", coverage_verdict(query_split))]):
+@dg.asset(
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    io_manager_key="evidence_io",
+    pool=STORE_POOL,
+    code_version="1",
+    output_required=False,
+    description="Six bounded weight multipliers fitted on training groups by pairwise logistic loss "
+    "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap. "
+    "Not computed when the split's gates said no.",
+)
+def ranking_proposal(
+    context: dg.AssetExecutionContext,
+    feedback_snapshot: SnapshotManifest,
+    query_split: SplitSummary,
+    prme_store: PrmeStoreResource,
+    learning_policy: LearningPolicyResource,
+) -> Iterator[dg.Output[LearningEvaluation]]:
+    if refusal(
+        context,
+        [
+            ("baseline_replay_exact", replay_verdict(query_split)),
+            ("coverage_sufficient", coverage_verdict(query_split)),
+        ],
+    ):
         return
     owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
         snapshot = load_snapshot(client.store, feedback_snapshot)
     report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     interval = report.validation_gain_interval or (None, None)
-    yield dg.Output(report, metadata={
-        "decision": report.decision, "input_checksum": report.input_checksum,
-        "snapshot_sha256": report.snapshot_sha256, "split_groups": len(query_split.groups),
-        "validation_ndcg_gain": report.validation_ndcg_gain if report.validation_ndcg_gain is not None else "—",
-        "interval_low": interval[0] if interval[0] is not None else "—",
-        "interval_high": interval[1] if interval[1] is not None else "—",
-        "min_ndcg_gain": report.config.min_ndcg_gain,
-        "training_loss_before": report.training_loss_before if report.training_loss_before is not None else "—",
-        "training_loss_after": report.training_loss_after if report.training_loss_after is not None else "—",
-        "multipliers": dg.MetadataValue.json(report.multipliers.model_dump()),
-        "per_query_metrics": proposal_query_table(report),
-    })
+    yield dg.Output(
+        report,
+        metadata={
+            "decision": report.decision,
+            "input_checksum": report.input_checksum,
+            "snapshot_sha256": report.snapshot_sha256,
+            "split_groups": len(query_split.groups),
+            "validation_ndcg_gain": report.validation_ndcg_gain if report.validation_ndcg_gain is not None else "—",
+            "interval_low": interval[0] if interval[0] is not None else "—",
+            "interval_high": interval[1] if interval[1] is not None else "—",
+            "min_ndcg_gain": report.config.min_ndcg_gain,
+            "training_loss_before": report.training_loss_before if report.training_loss_before is not None else "—",
+            "training_loss_after": report.training_loss_after if report.training_loss_after is not None else "—",
+            "multipliers": dg.MetadataValue.json(report.multipliers.model_dump()),
+            "per_query_metrics": proposal_query_table(report),
+        },
+    )

@@ -47,9 +47,14 @@ def _default(config: type[FrozenModel], field: str) -> Any:
     return config.model_fields[field].default
 
 
-HOLDOUT_FIELDS = {"seed": "seed", "k": "holdout_k", "min_query_groups": "holdout_min_query_groups",
-                  "bootstrap_samples": "bootstrap_samples", "min_ndcg_gain": "holdout_min_ndcg_gain",
-                  "max_regression_fraction": "holdout_max_regression_fraction"}
+HOLDOUT_FIELDS = {
+    "seed": "seed",
+    "k": "holdout_k",
+    "min_query_groups": "holdout_min_query_groups",
+    "bootstrap_samples": "bootstrap_samples",
+    "min_ndcg_gain": "holdout_min_ndcg_gain",
+    "max_regression_fraction": "holdout_max_regression_fraction",
+}
 """``FullRetrievalEvaluationConfig`` field → the policy field that sets it (seed and bootstrap
 samples are shared with the offline proposal); every ``LearningConfig`` field has its own name."""
 

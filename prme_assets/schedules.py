@@ -4,17 +4,18 @@ and its run key (partition + feedback fingerprint) could not launch twice anyway
 
 import dagster as dg
 
-from prme_core.learning.discovery import feedback_fingerprint
-
 from prme_assets.check_records import latest_materialization
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import PrmeStoreResource
+from prme_core.learning.discovery import feedback_fingerprint
 
 LEARNING_TAG = "prme/learning_target"
 learning_job = dg.define_asset_job(
-    "prme_learning_job", selection=dg.AssetSelection.groups("prme_learning"),
+    "prme_learning_job",
+    selection=dg.AssetSelection.groups("prme_learning"),
     description="Snapshot → split → proposal → holdout → candidate profile for one learning target, with every "
-                "gate as a blocking check.")
+    "gate as a blocking check.",
+)
 
 
 def stale_partitions(instance: dg.DagsterInstance, prme_store: PrmeStoreResource) -> list[tuple[str, str]]:
@@ -30,11 +31,19 @@ def stale_partitions(instance: dg.DagsterInstance, prme_store: PrmeStoreResource
     return out
 
 
-@dg.schedule(job=learning_job, cron_schedule="0 3 * * *", default_status=dg.DefaultScheduleStatus.STOPPED,
-             description="Nightly learning over partitions with new feedback since their last snapshot.")
+@dg.schedule(
+    job=learning_job,
+    cron_schedule="0 3 * * *",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Nightly learning over partitions with new feedback since their last snapshot.",
+)
 def nightly_learning_schedule(context: dg.ScheduleEvaluationContext, prme_store: PrmeStoreResource):
     stale = stale_partitions(context.instance, prme_store)
     if not stale:
         return dg.SkipReason("no partition has new feedback since its last snapshot")
-    return [dg.RunRequest(run_key=f"learn:{partition}:{fingerprint}", partition_key=partition,
-                          tags={LEARNING_TAG: partition}) for partition, fingerprint in stale]
+    return [
+        dg.RunRequest(
+            run_key=f"learn:{partition}:{fingerprint}", partition_key=partition, tags={LEARNING_TAG: partition}
+        )
+        for partition, fingerprint in stale
+    ]

@@ -2,30 +2,44 @@
 
 import dagster as dg
 
-from prme_core.learning.discovery import feedback_fingerprint
-from prme_core.learning.snapshot import SnapshotManifest
-
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
+from prme_core.learning.discovery import feedback_fingerprint
+from prme_core.learning.snapshot import SnapshotManifest
 
 GROUP = "prme_learning"
 
 
-@dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1",
-          description="One bounded cut of the owner's relevance records with their verified receipts "
-                      "(fails past max_records, never truncates). Its data version is the snapshot checksum.")
-def feedback_snapshot(context: dg.AssetExecutionContext, prme_store: PrmeStoreResource,
-                      learning_policy: LearningPolicyResource) -> dg.Output[SnapshotManifest]:
+@dg.asset(
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    io_manager_key="evidence_io",
+    pool=STORE_POOL,
+    code_version="1",
+    description="One bounded cut of the owner's relevance records with their verified receipts "
+    "(fails past max_records, never truncates). Its data version is the snapshot checksum.",
+)
+def feedback_snapshot(
+    context: dg.AssetExecutionContext, prme_store: PrmeStoreResource, learning_policy: LearningPolicyResource
+) -> dg.Output[SnapshotManifest]:
     owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
         fingerprint = feedback_fingerprint(client.store, owner)
         snapshot = client.snapshot_feedback(owner, max_records=learning_policy.max_records)
     manifest = snapshot.manifest()
     in_scope = sum(1 for r in snapshot.records if r.scope_key == "+".join(scopes))
-    return dg.Output(manifest, data_version=dg.DataVersion(manifest.snapshot_sha256), metadata={
-        "owner": owner, "scopes": "+".join(scopes), "snapshot_sha256": manifest.snapshot_sha256,
-        "feedback_records": len(manifest.feedback_ids), "records_in_this_scope_set": in_scope,
-        "receipts": len(manifest.receipt_checksums), "max_records": learning_policy.max_records,
-        "feedback_fingerprint": fingerprint,
-    })
+    return dg.Output(
+        manifest,
+        data_version=dg.DataVersion(manifest.snapshot_sha256),
+        metadata={
+            "owner": owner,
+            "scopes": "+".join(scopes),
+            "snapshot_sha256": manifest.snapshot_sha256,
+            "feedback_records": len(manifest.feedback_ids),
+            "records_in_this_scope_set": in_scope,
+            "receipts": len(manifest.receipt_checksums),
+            "max_records": learning_policy.max_records,
+            "feedback_fingerprint": fingerprint,
+        },
+    )

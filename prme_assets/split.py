@@ -2,31 +2,48 @@
 
 import dagster as dg
 
-from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
-from prme_core.learning.stages import SplitSummary, split_stage
-
 from prme_assets.metadata import markdown_table
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
 from prme_assets.snapshot import GROUP
+from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
+from prme_core.learning.stages import SplitSummary, split_stage
 
 
-@dg.asset(partitions_def=LEARNING_TARGETS, group_name=GROUP, kinds={"python"}, io_manager_key="evidence_io",
-          pool=STORE_POOL, code_version="1",
-          description="Normalized query groups assigned to train or validation by a fixed hash (adding feedback "
-                      "never moves a group), with the label exclusions and the unity replay check.")
-def query_split(context: dg.AssetExecutionContext, feedback_snapshot: SnapshotManifest, prme_store: PrmeStoreResource,
-                learning_policy: LearningPolicyResource) -> dg.Output[SplitSummary]:
+@dg.asset(
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    io_manager_key="evidence_io",
+    pool=STORE_POOL,
+    code_version="1",
+    description="Normalized query groups assigned to train or validation by a fixed hash (adding feedback "
+    "never moves a group), with the label exclusions and the unity replay check.",
+)
+def query_split(
+    context: dg.AssetExecutionContext,
+    feedback_snapshot: SnapshotManifest,
+    prme_store: PrmeStoreResource,
+    learning_policy: LearningPolicyResource,
+) -> dg.Output[SplitSummary]:
     owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
         snapshot = load_snapshot(client.store, feedback_snapshot)
     summary = split_stage(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     c = summary.coverage
-    return dg.Output(summary, metadata={
-        "snapshot_sha256": summary.snapshot_sha256, "training_groups": c.training_queries,
-        "validation_groups": c.validation_queries, "requests_with_pairs": c.requests_with_pairs,
-        "explicit_pairs": c.explicit_pairs, "coverage_sufficient": summary.coverage_sufficient,
-        "replay_exact": summary.replay_exact, "exclusions": dg.MetadataValue.json(summary.exclusions),
-        "groups": markdown_table(["group", "split", "requests"],
-                                 [[g.group_id[:12], g.split, g.requests] for g in summary.groups]),
-    })
+    return dg.Output(
+        summary,
+        metadata={
+            "snapshot_sha256": summary.snapshot_sha256,
+            "training_groups": c.training_queries,
+            "validation_groups": c.validation_queries,
+            "requests_with_pairs": c.requests_with_pairs,
+            "explicit_pairs": c.explicit_pairs,
+            "coverage_sufficient": summary.coverage_sufficient,
+            "replay_exact": summary.replay_exact,
+            "exclusions": dg.MetadataValue.json(summary.exclusions),
+            "groups": markdown_table(
+                ["group", "split", "requests"], [[g.group_id[:12], g.split, g.requests] for g in summary.groups]
+            ),
+        },
+    )

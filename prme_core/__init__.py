@@ -19,15 +19,26 @@ if TYPE_CHECKING:
     from prme_core.settings import EngineSettings
 
 _EXPORTS = {
-    "MemoryClient": "prme_core.engine", "MemoryEngine": "prme_core.engine",
-    "EdgeType": "prme_core.memory.models", "EpistemicType": "prme_core.memory.models",
-    "Lifecycle": "prme_core.memory.models", "MemoryInput": "prme_core.memory.models",
-    "MemoryNode": "prme_core.memory.models", "NodeType": "prme_core.memory.models",
+    "MemoryClient": "prme_core.engine",
+    "MemoryEngine": "prme_core.engine",
+    "EdgeType": "prme_core.memory.models",
+    "EpistemicType": "prme_core.memory.models",
+    "Lifecycle": "prme_core.memory.models",
+    "MemoryInput": "prme_core.memory.models",
+    "MemoryNode": "prme_core.memory.models",
+    "NodeType": "prme_core.memory.models",
     "EngineSettings": "prme_core.settings",
 }
 __all__ = [
-    "EdgeType", "EngineSettings", "EpistemicType", "Lifecycle", "MemoryClient", "MemoryEngine",
-    "MemoryInput", "MemoryNode", "NodeType",
+    "EdgeType",
+    "EngineSettings",
+    "EpistemicType",
+    "Lifecycle",
+    "MemoryClient",
+    "MemoryEngine",
+    "MemoryInput",
+    "MemoryNode",
+    "NodeType",
 ]
 __version__ = "0.1.0"
 

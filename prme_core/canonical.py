@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -47,7 +47,7 @@ def utc_isoformat(value: datetime) -> str:
     """ISO-8601 text of an aware datetime, converted to UTC, with a ``Z`` suffix."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise CanonicalFormError("naive datetimes have no canonical form; attach a timezone")
-    text = value.astimezone(timezone.utc).isoformat()
+    text = value.astimezone(UTC).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 

@@ -87,8 +87,9 @@ def layout_for(schema_version: int) -> FeatureLayout:
     """The layout a receipt of ``schema_version`` records."""
     found = [layout for since, layout in RECEIPT_LAYOUTS if since <= schema_version]
     if not found:
-        raise ValueError(f"no feature layout for receipt schema version {schema_version}; "
-                         f"the first is {RECEIPT_LAYOUTS[0][0]}")
+        raise ValueError(
+            f"no feature layout for receipt schema version {schema_version}; the first is {RECEIPT_LAYOUTS[0][0]}"
+        )
     return found[-1]
 
 

@@ -33,7 +33,7 @@ class EngineSettings(FrozenModel):
     """The lexical index's BM25 parameters; recorded in every receipt's feature identity."""
 
     @classmethod
-    def from_env(cls, **overrides: object) -> "EngineSettings":
+    def from_env(cls, **overrides: object) -> EngineSettings:
         """Settings from ``PRME_STORE_URL`` and ``PRME_SCOPES`` (comma-separated), then overrides."""
         values: dict[str, object] = {}
         if os.environ.get(STORE_URL_ENV):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo
@@ -20,7 +20,7 @@ NUL_MESSAGE = "must not contain NUL characters (\\x00): PostgreSQL text cannot s
 
 
 def _to_utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def _check_owner(value: str) -> str:
@@ -29,8 +29,10 @@ def _check_owner(value: str) -> str:
     if value != value.strip():
         raise ValueError("owner must not start or end with whitespace")
     if _CONTROL.search(value):
-        raise ValueError("owner must not contain control characters (Unicode Cc such as U+0085) or the line and "
-                         "paragraph separators U+2028/U+2029")
+        raise ValueError(
+            "owner must not contain control characters (Unicode Cc such as U+0085) or the line and "
+            "paragraph separators U+2028/U+2029"
+        )
     return value
 
 
@@ -154,14 +156,14 @@ class FrozenModel(BaseModel):
 
 def utc_now() -> datetime:
     """The server clock, timezone-aware UTC, truncated to microseconds."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def to_epoch_us(value: datetime | None) -> int | None:
     """Microseconds since the Unix epoch of an aware datetime (None stays None)."""
     if value is None:
         return None
-    delta = value.astimezone(timezone.utc) - _EPOCH
+    delta = value.astimezone(UTC) - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
@@ -172,7 +174,7 @@ def from_epoch_us(value: int | None) -> datetime | None:
     return _EPOCH + timedelta(microseconds=int(value))
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 SCOPE_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"

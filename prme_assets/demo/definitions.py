@@ -8,7 +8,8 @@ from prme_assets.resources import store_resource_from_env
 
 EXECUTOR = dg.multiprocess_executor.configured(
     {"start_method": {"forkserver": {"preload_modules": ["prme_assets.demo.definitions"]}}},
-    name="prme_demo_multiprocess")
+    name="prme_demo_multiprocess",
+)
 """Like the production location's executor: steps fork from a server that has imported this module."""
 
 

@@ -47,8 +47,10 @@ class LearningRunsFailed(PrmeError):
         self.failed = failed
         first = failed[0]
         more = f" (and {len(failed) - 1} more: {', '.join(r.partition for r in failed[1:])})" if len(failed) > 1 else ""
-        super().__init__(f"learning {first.partition} failed: {first.failure()}{more}; the table above shows every "
-                         "partition, the Dagster UI the runs")
+        super().__init__(
+            f"learning {first.partition} failed: {first.failure()}{more}; the table above shows every "
+            "partition, the Dagster UI the runs"
+        )
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,14 @@ class MainRun:
     results: list[PartitionResult]
 
 
-def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[[str], None],
-             policy: LearningPolicyResource | None = None, stop: StopSignals | None = None) -> MainRun:
+def run_main(
+    *,
+    data_path: Path,
+    conversations: list[str] | None,
+    say: Callable[[str], None],
+    policy: LearningPolicyResource | None = None,
+    stop: StopSignals | None = None,
+) -> MainRun:
     """Run the loop, print the outcome table; raise ``LearningRunsFailed`` if any run failed.
 
     ``data_path``: the LoCoMo file, already checked by the caller (``prme main --data``).
@@ -66,15 +74,23 @@ def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[
         with StopSignals() as own:
             return run_main(data_path=data_path, conversations=conversations, say=say, policy=policy, stop=own)
     store = store_resource_from_env()
-    defs = build_definitions({"prme_store": store, "evidence_io": evidence_io_from_env(),
-                              "learning_policy": policy or LearningPolicyResource()})
+    defs = build_definitions(
+        {
+            "prme_store": store,
+            "evidence_io": evidence_io_from_env(),
+            "learning_policy": policy or LearningPolicyResource(),
+        }
+    )
     demo_defs = build_demo_definitions({"prme_store": store})
     config = {"data_path": str(data_path), "conversations": conversations or []}
     with dg.DagsterInstance.get() as instance, stop.runs_on(instance):
         say(f"1/4 loading memories and judging real retrievals from {data_path} …")
         demo = demo_defs.resolve_job_def("locomo_demo_job").execute_in_process(
-            instance=instance, raise_on_error=False, tags=stop.run_tags,
-            run_config={**QUIET, "ops": {"locomo_memories": {"config": config}, "locomo_feedback": {"config": config}}})
+            instance=instance,
+            raise_on_error=False,
+            tags=stop.run_tags,
+            run_config={**QUIET, "ops": {"locomo_memories": {"config": config}, "locomo_feedback": {"config": config}}},
+        )
         stop.settle(demo.run_id)
         stop.raise_if_stopped()
         if not demo.success:
@@ -89,8 +105,9 @@ def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[
         results = []
         for i, partition in enumerate(partitions, 1):
             say(f"3/4 learning {partition} ({i}/{len(partitions)}) …")
-            run = learning.execute_in_process(partition_key=partition, instance=instance, run_config=QUIET,
-                                              tags=stop.run_tags, raise_on_error=False)
+            run = learning.execute_in_process(
+                partition_key=partition, instance=instance, run_config=QUIET, tags=stop.run_tags, raise_on_error=False
+            )
             stop.settle(run.run_id)
             stop.raise_if_stopped()
             result = read_outcome(instance, run, partition)
@@ -105,8 +122,14 @@ def run_main(*, data_path: Path, conversations: list[str] | None, say: Callable[
     return MainRun(results)
 
 
-def _activate(result: PartitionResult, instance: dg.DagsterInstance, job: dg.JobDefinition, store,
-              stop: StopSignals, say: Callable[[str], None]) -> PartitionResult:
+def _activate(
+    result: PartitionResult,
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    store,
+    stop: StopSignals,
+    say: Callable[[str], None],
+) -> PartitionResult:
     """Ask the activation sensor's logic; run the activation it requests."""
     request = activation_request(instance, result.partition, store)
     if request == "already active":
@@ -114,11 +137,14 @@ def _activate(result: PartitionResult, instance: dg.DagsterInstance, job: dg.Job
     if not isinstance(request, dg.RunRequest):
         return result.with_activation(f"not requested: {request}")
     say(f"4/4 activating the profile of {result.partition} …")
-    ran = job.execute_in_process(run_config={**request.run_config, **QUIET}, instance=instance,
-                                 tags={**request.tags, **stop.run_tags}, raise_on_error=False)
+    ran = job.execute_in_process(
+        run_config={**request.run_config, **QUIET},
+        instance=instance,
+        tags={**request.tags, **stop.run_tags},
+        raise_on_error=False,
+    )
     stop.settle(ran.run_id)
     stop.raise_if_stopped()
     if ran.success:
         return result.with_activation("activated")
     return result.with_activation("activation failed", error=f"activation failed: {run_error(ran)}")
-

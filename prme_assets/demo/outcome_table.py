@@ -148,8 +148,10 @@ def _cell(text: str) -> str:
 
 def render_table(results: list[PartitionResult]) -> str:
     """The outcome table (Markdown) and a closing count."""
-    lines = ["| partition | outcome | decision (gate) | NDCG gain [95% interval] | reason | what would change it |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| partition | outcome | decision (gate) | NDCG gain [95% interval] | reason | what would change it |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         o = r.outcome
         decision = o.get("decision", "—") + (f" ({o['stopped_by']})" if o.get("stopped_by") else "")
@@ -160,11 +162,15 @@ def render_table(results: list[PartitionResult]) -> str:
             needed = r.activation if r.activation.startswith("not requested") else ""
         else:
             reason, needed = _reason(o), o.get("needs", "")
-        lines.append("| " + " | ".join(_cell(c) for c in (r.partition, r.status(), decision, r.gain_text(), reason,
-                                                               needed)) + " |")
+        lines.append(
+            "| "
+            + " | ".join(_cell(c) for c in (r.partition, r.status(), decision, r.gain_text(), reason, needed))
+            + " |"
+        )
     active = sum(r.active for r in results)
     failed = sum(r.failed for r in results)
     lines.append("")
-    lines.append(f"{len(results)} learning targets; {active} with an active profile"
-                 + (f"; {failed} failed." if failed else "."))
+    lines.append(
+        f"{len(results)} learning targets; {active} with an active profile" + (f"; {failed} failed." if failed else ".")
+    )
     return "\n".join(lines)

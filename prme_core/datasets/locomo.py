@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -35,8 +35,11 @@ class LocomoDataNotFound(InvalidInput):
     def __init__(self, tried: Iterable[Path]) -> None:
         self.tried = tuple(tried)
         where = f"at {', '.join(str(p) for p in self.tried)}" if self.tried else f"given and {LOCOMO_PATH_ENV} is unset"
-        super().__init__("data", f"no LoCoMo-format JSON file {where}; pass the file's path "
-                                 f"(prme main --data PATH) or set {LOCOMO_PATH_ENV}")
+        super().__init__(
+            "data",
+            f"no LoCoMo-format JSON file {where}; pass the file's path "
+            f"(prme main --data PATH) or set {LOCOMO_PATH_ENV}",
+        )
 
 
 @dataclass(frozen=True)
@@ -81,14 +84,24 @@ class Conversation:
             content = f"{turn.speaker}: {turn.text}"
             if turn.caption:
                 content += f" [image: {turn.caption}]"
-            items.append(MemoryInput(
-                id=self.node_id(turn.dia_id), content=content, scope=scope, node_type=NodeType.EVENT,
-                session_id=f"{self.sample_id}:session_{turn.session}", event_time=turn.time,
-                epistemic_type="observed", metadata={
-                    "source": "locomo", "dia_id": turn.dia_id, "speaker": turn.speaker,
-                    "session": turn.session, "position": turn.position,
-                },
-            ))
+            items.append(
+                MemoryInput(
+                    id=self.node_id(turn.dia_id),
+                    content=content,
+                    scope=scope,
+                    node_type=NodeType.EVENT,
+                    session_id=f"{self.sample_id}:session_{turn.session}",
+                    event_time=turn.time,
+                    epistemic_type="observed",
+                    metadata={
+                        "source": "locomo",
+                        "dia_id": turn.dia_id,
+                        "speaker": turn.speaker,
+                        "session": turn.session,
+                        "position": turn.position,
+                    },
+                )
+            )
         return items
 
     def resolve(self, question: Question) -> tuple[tuple[UUID, ...], tuple[str, ...]]:
@@ -121,7 +134,7 @@ def locomo_path(path: str | Path | None = None) -> Path:
 
 def parse_session_time(text: str, where: str) -> datetime:
     try:
-        return datetime.strptime(text.strip(), _DATE_FORMAT).replace(tzinfo=timezone.utc)
+        return datetime.strptime(text.strip(), _DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         raise InvalidInput(where, f"session clock {text!r} is not like '1:56 pm on 8 May, 2023'") from None
 
@@ -150,15 +163,25 @@ def parse_conversation(raw: dict[str, Any], where: str) -> Conversation:
             raise InvalidInput(f"{where}.conversation.{clock_key}", "missing session clock")
         clock = parse_session_time(conv[clock_key], f"{where}.conversation.{clock_key}")
         for position, item in enumerate(conv[f"session_{number}"]):
-            turns.append(Turn(
-                dia_id=str(item["dia_id"]), speaker=str(item["speaker"]), text=str(item.get("text", "")),
-                caption=(str(item["blip_caption"]) if item.get("blip_caption") else None),
-                session=number, position=position, time=clock,
-            ))
+            turns.append(
+                Turn(
+                    dia_id=str(item["dia_id"]),
+                    speaker=str(item["speaker"]),
+                    text=str(item.get("text", "")),
+                    caption=(str(item["blip_caption"]) if item.get("blip_caption") else None),
+                    session=number,
+                    position=position,
+                    time=clock,
+                )
+            )
     questions = tuple(
-        Question(index=i, question=str(q["question"]),
-                 answer=None if q.get("answer") is None else str(q["answer"]),
-                 evidence=_evidence_ids(q.get("evidence")), category=int(q.get("category", 0)))
+        Question(
+            index=i,
+            question=str(q["question"]),
+            answer=None if q.get("answer") is None else str(q["answer"]),
+            evidence=_evidence_ids(q.get("evidence")),
+            category=int(q.get("category", 0)),
+        )
         for i, q in enumerate(raw.get("qa", []))
     )
     by_dia: dict[str, Turn] = {}
@@ -223,8 +246,9 @@ def load_conversation(client: Any, conversation: Conversation, scope: str = "per
         return 0
     if present:
         raise InvalidInput(
-            "data", f"{owner} is partly loaded ({len(present)} of {len(items)} turns); "
-            "the data file changed since the last load: use a fresh store"
+            "data",
+            f"{owner} is partly loaded ({len(present)} of {len(items)} turns); "
+            "the data file changed since the last load: use a fresh store",
         )
     client.store_batch(owner, items)
     return len(items)
@@ -271,8 +295,14 @@ def feedback_id(conversation: Conversation, question: Question) -> UUID:
     return uuid5(NAMESPACE_URL, f"prme:locomo-feedback:{conversation.sample_id}:{question.index}")
 
 
-def record_feedback(client: Any, conversation: Conversation, questions: Iterable[Question], *, limit: int = 20,
-                    scope: str = LOCOMO_SCOPE) -> dict[str, int]:
+def record_feedback(
+    client: Any,
+    conversation: Conversation,
+    questions: Iterable[Question],
+    *,
+    limit: int = 20,
+    scope: str = LOCOMO_SCOPE,
+) -> dict[str, int]:
     """For each question: a real retrieval with base scoring, then structured-evaluation labels
     (returned evidence turns true, returned other turns false). Questions already judged (by
     their deterministic feedback id) are skipped, so a rerun adds nothing."""
@@ -289,18 +319,32 @@ def record_feedback(client: Any, conversation: Conversation, questions: Iterable
         labels = {r.node_id: r.node_id in relevant for r in response.results}
         if not any(labels.values()):
             counts["without_returned_evidence"] += 1
-        client.record_relevance(response.metadata.request_id, labels, owner=owner, method="structured_evaluation",
-                                feedback_id=fid)
+        client.record_relevance(
+            response.metadata.request_id, labels, owner=owner, method="structured_evaluation", feedback_id=fid
+        )
         counts["recorded"] += 1
     return counts
 
 
-def register_holdout(client: Any, conversation: Conversation, questions: Iterable[Question], *, limit: int = 20,
-                     scope: str = LOCOMO_SCOPE) -> int:
+def register_holdout(
+    client: Any,
+    conversation: Conversation,
+    questions: Iterable[Question],
+    *,
+    limit: int = 20,
+    scope: str = LOCOMO_SCOPE,
+) -> int:
     """Register holdout questions with their complete evidence sets (idempotent)."""
     clock = conversation_clock(conversation)
-    specs = [{"query": q.question, "relevant_node_ids": list(conversation.resolve(q)[0]), "reference_time": clock,
-              "limit": limit} for q in questions]
+    specs = [
+        {
+            "query": q.question,
+            "relevant_node_ids": list(conversation.resolve(q)[0]),
+            "reference_time": clock,
+            "limit": limit,
+        }
+        for q in questions
+    ]
     if not specs:
         return 0
     return len(client.register_holdout_queries(conversation.sample_id, [scope], specs))

@@ -24,17 +24,17 @@ from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, FeedbackSnapshot, cut_snapshot
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
+from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.profiles import registry as profiles
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme_core.profiles.resolution import PointerResolver
-from prme_core.retrieval.execution import feature_identity_sha256
-from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.store import get_receipt, get_receipts
 from prme_core.retrieval.config import Fidelity
-from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
+from prme_core.retrieval.execution import feature_identity_sha256
+from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
+from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResponse, build_request
 from prme_core.retrieval.reranker import Reranker, RerankerSettings
 from prme_core.settings import EngineSettings
@@ -49,16 +49,27 @@ class MemoryClient:
     ``.prme/prme.duckdb``); pass ``store_url`` or an open ``store`` to choose another.
     """
 
-    def __init__(self, store_url: str | None = None, *, settings: EngineSettings | None = None,
-                 store: Store | None = None, embedder: EmbeddingProvider | None = None,
-                 reranker: Reranker | None = None, reranker_settings: RerankerSettings | None = None) -> None:
+    def __init__(
+        self,
+        store_url: str | None = None,
+        *,
+        settings: EngineSettings | None = None,
+        store: Store | None = None,
+        embedder: EmbeddingProvider | None = None,
+        reranker: Reranker | None = None,
+        reranker_settings: RerankerSettings | None = None,
+    ) -> None:
         self.settings = settings or EngineSettings.from_env(store_url=store_url)
         self._owns_store = store is None
         self.store = store if store is not None else open_store(self.settings.store_url)
         self.memory = MemoryBank(self.store, self.settings)
-        self.pipeline = RetrievalPipeline(self.store, embedder=embedder or HashedEmbedding(),
-                                          reranker=reranker, reranker_settings=reranker_settings,
-                                          profile_resolver=PointerResolver(self.store))
+        self.pipeline = RetrievalPipeline(
+            self.store,
+            embedder=embedder or HashedEmbedding(),
+            reranker=reranker,
+            reranker_settings=reranker_settings,
+            profile_resolver=PointerResolver(self.store),
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -66,7 +77,7 @@ class MemoryClient:
         if self._owns_store:
             self.store.close()
 
-    def __enter__(self) -> "MemoryClient":
+    def __enter__(self) -> MemoryClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -94,18 +105,34 @@ class MemoryClient:
         """Edges touching a node."""
         return self.memory.edges(owner, node_id)
 
-    def scan(self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False,
-             cursor: str | None = None, limit: int = 100) -> Page:
+    def scan(
+        self,
+        owner: str,
+        *,
+        scopes: Sequence[str] | None = None,
+        include_inactive: bool = False,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> Page:
         """One bounded page of the owner's nodes."""
         return self.memory.scan(owner, scopes=scopes, include_inactive=include_inactive, cursor=cursor, limit=limit)
 
-    def iterate(self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False,
-                page_size: int = 500) -> Iterator[MemoryNode]:
+    def iterate(
+        self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False, page_size: int = 500
+    ) -> Iterator[MemoryNode]:
         """Every node of the owner, page by page."""
         return self.memory.iterate(owner, scopes=scopes, include_inactive=include_inactive, page_size=page_size)
 
-    def link(self, owner: str, source_id: Any, target_id: Any, edge_type: EdgeType | str = EdgeType.RELATES_TO,
-             *, weight: float = 1.0, metadata: Mapping[str, Any] | None = None) -> Edge:
+    def link(
+        self,
+        owner: str,
+        source_id: Any,
+        target_id: Any,
+        edge_type: EdgeType | str = EdgeType.RELATES_TO,
+        *,
+        weight: float = 1.0,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Edge:
         """Add a typed edge between two of the owner's nodes."""
         return self.memory.link(owner, source_id, target_id, edge_type, weight=weight, metadata=metadata)
 
@@ -119,13 +146,27 @@ class MemoryClient:
 
     # --- retrieval ----------------------------------------------------------------------
 
-    def retrieve(self, query: str, *, owner: str, scopes: Sequence[str] | None = None, reference_time: Any = None,
-                 limit: int = 20, min_score: float = 0.0, token_budget: int | None = None,
-                 time_from: Any = None, time_to: Any = None, event_time_from: Any = None,
-                 event_time_to: Any = None, min_fidelity: Fidelity | None = None,
-                 scoring: Mapping[str, Any] | Any = None, packing: Mapping[str, Any] | Any = None,
-                 ranking_multipliers: Mapping[str, float] | Any = None, include_cross_scope: bool = False,
-                 retrieval_mode: str = "hybrid") -> RetrievalResponse:
+    def retrieve(
+        self,
+        query: str,
+        *,
+        owner: str,
+        scopes: Sequence[str] | None = None,
+        reference_time: Any = None,
+        limit: int = 20,
+        min_score: float = 0.0,
+        token_budget: int | None = None,
+        time_from: Any = None,
+        time_to: Any = None,
+        event_time_from: Any = None,
+        event_time_to: Any = None,
+        min_fidelity: Fidelity | None = None,
+        scoring: Mapping[str, Any] | Any = None,
+        packing: Mapping[str, Any] | Any = None,
+        ranking_multipliers: Mapping[str, float] | Any = None,
+        include_cross_scope: bool = False,
+        retrieval_mode: str = "hybrid",
+    ) -> RetrievalResponse:
         """Hybrid retrieval with a persisted, replayable version-9 receipt.
 
         ``scopes`` defaults to every configured scope; ``reference_time`` to now. Every argument
@@ -133,18 +174,37 @@ class MemoryClient:
         was stored.
         """
         request = self._retrieval_request(
-            query, owner=owner, scopes=scopes, reference_time=reference_time, limit=limit, min_score=min_score,
-            token_budget=token_budget, time_from=time_from, time_to=time_to, event_time_from=event_time_from,
-            event_time_to=event_time_to, min_fidelity=min_fidelity, scoring=scoring, packing=packing,
-            ranking_multipliers=ranking_multipliers, include_cross_scope=include_cross_scope,
+            query,
+            owner=owner,
+            scopes=scopes,
+            reference_time=reference_time,
+            limit=limit,
+            min_score=min_score,
+            token_budget=token_budget,
+            time_from=time_from,
+            time_to=time_to,
+            event_time_from=event_time_from,
+            event_time_to=event_time_to,
+            min_fidelity=min_fidelity,
+            scoring=scoring,
+            packing=packing,
+            ranking_multipliers=ranking_multipliers,
+            include_cross_scope=include_cross_scope,
             retrieval_mode=retrieval_mode,
         )
         return self.pipeline.retrieve(request)
 
     def _retrieval_request(self, query: Any, *, owner: Any, scopes: Any = None, **arguments: Any) -> RetrievalRequest:
         """What ``retrieve`` validates, without running it (``run_holdout`` checks every request first)."""
-        return build_request(owner, query, scopes=scopes, default_scopes=self.settings.scopes,
-                             default_scoring=self.settings.scoring, default_packing=self.settings.packing, **arguments)
+        return build_request(
+            owner,
+            query,
+            scopes=scopes,
+            default_scopes=self.settings.scopes,
+            default_scoring=self.settings.scoring,
+            default_packing=self.settings.packing,
+            **arguments,
+        )
 
     def get_receipt(self, request_id: Any, owner: str) -> RetrievalReceipt | None:
         """The saved receipt of a retrieval, or None for a missing or foreign request id."""
@@ -153,15 +213,24 @@ class MemoryClient:
 
     # --- feedback -----------------------------------------------------------------------
 
-    def record_relevance(self, request_id: Any, labels: Mapping[Any, bool], *, owner: str, method: str,
-                         surface: str = "results", feedback_id: Any = None) -> RelevanceRecord:
+    def record_relevance(
+        self,
+        request_id: Any,
+        labels: Mapping[Any, bool],
+        *,
+        owner: str,
+        method: str,
+        surface: str = "results",
+        feedback_id: Any = None,
+    ) -> RelevanceRecord:
         """Record boolean labels for members of a saved retrieval (idempotent by feedback_id).
 
         ``method`` is ``"explicit_user"`` or ``"structured_evaluation"``; ``surface`` is
         ``"results"`` (returned candidates) or ``"context"`` (included entries).
         """
-        return relevance.record_relevance(self.store, request_id, labels, owner=owner, surface=surface,
-                                          method=method, feedback_id=feedback_id)
+        return relevance.record_relevance(
+            self.store, request_id, labels, owner=owner, surface=surface, method=method, feedback_id=feedback_id
+        )
 
     def get_relevance(self, feedback_id: Any, owner: str) -> RelevanceRecord | None:
         """A relevance record, or None for a missing or foreign feedback id."""
@@ -169,23 +238,40 @@ class MemoryClient:
 
     def list_relevance(self, owner: str, *, after: Any = None, limit: int = 100) -> list[RelevanceRecord]:
         """One page (1..1000) of the owner's relevance records, by feedback id."""
-        return relevance.list_relevance(self.store, owner, after=None if after is None else parse_uuid(after, "after"),
-                                        limit=limit)
+        return relevance.list_relevance(
+            self.store, owner, after=None if after is None else parse_uuid(after, "after"), limit=limit
+        )
 
-    def record_answer_citations(self, request_id: Any, *, owner: str, answer_id: str, cited_node_ids: Any,
-                                method: str, answer_digest: str | None = None,
-                                citation_id: Any = None) -> AnswerCitationRecord:
+    def record_answer_citations(
+        self,
+        request_id: Any,
+        *,
+        owner: str,
+        answer_id: str,
+        cited_node_ids: Any,
+        method: str,
+        answer_digest: str | None = None,
+        citation_id: Any = None,
+    ) -> AnswerCitationRecord:
         """Record which included memories an answer cited (idempotent by citation_id)."""
         return citations.record_answer_citations(
-            self.store, request_id, owner=owner, answer_id=answer_id, cited_node_ids=cited_node_ids, method=method,
-            answer_digest=answer_digest, citation_id=citation_id)
+            self.store,
+            request_id,
+            owner=owner,
+            answer_id=answer_id,
+            cited_node_ids=cited_node_ids,
+            method=method,
+            answer_digest=answer_digest,
+            citation_id=citation_id,
+        )
 
     def get_answer_citations(self, citation_id: Any, owner: str) -> AnswerCitationRecord | None:
         return citations.get_answer_citations(self.store, parse_uuid(citation_id, "citation_id"), owner)
 
     def list_answer_citations(self, owner: str, *, after: Any = None, limit: int = 100) -> list[AnswerCitationRecord]:
-        return citations.list_answer_citations(self.store, owner,
-                                               after=None if after is None else parse_uuid(after, "after"), limit=limit)
+        return citations.list_answer_citations(
+            self.store, owner, after=None if after is None else parse_uuid(after, "after"), limit=limit
+        )
 
     @staticmethod
     def ablate_context(bundle: ContextBundle, node_ids: Sequence[Any]) -> ContextAblation:
@@ -193,11 +279,22 @@ class MemoryClient:
         return ablation.ablate_context(bundle, node_ids)
 
     @staticmethod
-    def assess_context_presence(ablated: ContextAblation, citation: AnswerCitationRecord, *, baseline_correct: bool,
-                                counterfactual_correct: bool, protocol: str) -> ContextPresenceCredit:
+    def assess_context_presence(
+        ablated: ContextAblation,
+        citation: AnswerCitationRecord,
+        *,
+        baseline_correct: bool,
+        counterfactual_correct: bool,
+        protocol: str,
+    ) -> ContextPresenceCredit:
         """Presence-credit tier of one cited, ablated entry (inspectable, never persisted)."""
-        return ablation.assess_context_presence(ablated, citation, baseline_correct=baseline_correct,
-                                                counterfactual_correct=counterfactual_correct, protocol=protocol)
+        return ablation.assess_context_presence(
+            ablated,
+            citation,
+            baseline_correct=baseline_correct,
+            counterfactual_correct=counterfactual_correct,
+            protocol=protocol,
+        )
 
     # --- learning -----------------------------------------------------------------------
 
@@ -205,10 +302,16 @@ class MemoryClient:
         """Cut the owner's relevance records (one bounded query; fails past max_records)."""
         return cut_snapshot(self.store, owner, max_records=max_records)
 
-    def evaluate_learning(self, owner: str, *, scopes: Sequence[str], surface: str = "results",
-                          config: LearningConfig | Mapping[str, Any] | None = None,
-                          query_groups: Mapping[Any, str] | None = None,
-                          max_records: int = DEFAULT_MAX_RECORDS) -> LearningEvaluation:
+    def evaluate_learning(
+        self,
+        owner: str,
+        *,
+        scopes: Sequence[str],
+        surface: str = "results",
+        config: LearningConfig | Mapping[str, Any] | None = None,
+        query_groups: Mapping[Any, str] | None = None,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> LearningEvaluation:
         """Snapshot the owner's feedback and evaluate a multiplier proposal for the exact scope
         set. Changes nothing: no weight, pointer or profile."""
         owner = check_owner(owner)
@@ -218,13 +321,15 @@ class MemoryClient:
         cfg = None if config is None else parse_model(LearningConfig, config, "config")
         check_query_groups(query_groups)
         snapshot = cut_snapshot(self.store, owner, max_records=max_records)
-        return evaluate_learning(snapshot, owner=owner, scopes=scope_set, surface=surface, config=cfg,
-                                 query_groups=query_groups)
+        return evaluate_learning(
+            snapshot, owner=owner, scopes=scope_set, surface=surface, config=cfg, query_groups=query_groups
+        )
 
     # --- full-retrieval holdout ---------------------------------------------------------
 
-    def register_holdout_queries(self, owner: str, scopes: Sequence[str],
-                                 queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]) -> list[HoldoutQuery]:
+    def register_holdout_queries(
+        self, owner: str, scopes: Sequence[str], queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]
+    ) -> list[HoldoutQuery]:
         """Register held-out queries with their complete relevant sets (append-only, idempotent)."""
         return holdout.register_holdout_queries(self.store, owner, self.memory.check_scopes(scopes), queries)
 
@@ -240,22 +345,42 @@ class MemoryClient:
         """SHA-256 of the owner's complete memory state (every node version and edge)."""
         return holdout.memory_artifact_digest(self.store, owner)
 
-    def run_holdout(self, owner: str, scopes: Sequence[str], *, candidate_multipliers: Any,
-                    baseline_multipliers: Any = None, excluded_query_digests: Any = frozenset(),
-                    limit_override: int | None = None) -> HoldoutRun:
+    def run_holdout(
+        self,
+        owner: str,
+        scopes: Sequence[str],
+        *,
+        candidate_multipliers: Any,
+        baseline_multipliers: Any = None,
+        excluded_query_digests: Any = frozenset(),
+        limit_override: int | None = None,
+    ) -> HoldoutRun:
         """Paired baseline/candidate retrievals of every active holdout query over frozen memory."""
         owner = check_owner(owner)
-        return holdout.run_holdout(self.store, owner, self.memory.check_scopes(scopes),
-                                   request_for=self._retrieval_request, retrieve=self.retrieve,
-                                   candidate_multipliers=candidate_multipliers,
-                                   baseline_multipliers=baseline_multipliers,
-                                   excluded_query_digests=excluded_query_digests, limit_override=limit_override)
+        return holdout.run_holdout(
+            self.store,
+            owner,
+            self.memory.check_scopes(scopes),
+            request_for=self._retrieval_request,
+            retrieve=self.retrieve,
+            candidate_multipliers=candidate_multipliers,
+            baseline_multipliers=baseline_multipliers,
+            excluded_query_digests=excluded_query_digests,
+            limit_override=limit_override,
+        )
 
-    def evaluate_full_retrieval(self, trials: Sequence[FullRetrievalTrial | Mapping[str, Any]], *, owner: str,
-                                scopes: Sequence[str], proposal_input_checksum: str, memory_artifact_sha256: str,
-                                candidate_multipliers: Any, baseline_multipliers: Any = None,
-                                config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
-                                ) -> FullRetrievalEvaluation:
+    def evaluate_full_retrieval(
+        self,
+        trials: Sequence[FullRetrievalTrial | Mapping[str, Any]],
+        *,
+        owner: str,
+        scopes: Sequence[str],
+        proposal_input_checksum: str,
+        memory_artifact_sha256: str,
+        candidate_multipliers: Any,
+        baseline_multipliers: Any = None,
+        config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    ) -> FullRetrievalEvaluation:
         """Evaluate paired trials whose receipts are read from this store (owner-checked)."""
         owner = check_owner(owner)
         scope_set = self.memory.check_scopes(scopes)
@@ -263,19 +388,32 @@ class MemoryClient:
         check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
         cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
         candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
-        baseline = UNITY if baseline_multipliers is None else parse_model(
-            RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+        baseline = (
+            UNITY
+            if baseline_multipliers is None
+            else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+        )
         parsed = parse_trials(trials)
         ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
         receipts = get_receipts(self.store, owner, ids)
-        return evaluate_full_retrieval(receipts, parsed, owner=owner, scopes=scope_set,
-                                       proposal_input_checksum=proposal_input_checksum,
-                                       memory_artifact_sha256=memory_artifact_sha256,
-                                       candidate_multipliers=candidate, baseline_multipliers=baseline, config=cfg)
+        return evaluate_full_retrieval(
+            receipts,
+            parsed,
+            owner=owner,
+            scopes=scope_set,
+            proposal_input_checksum=proposal_input_checksum,
+            memory_artifact_sha256=memory_artifact_sha256,
+            candidate_multipliers=candidate,
+            baseline_multipliers=baseline,
+            config=cfg,
+        )
 
-    def evaluate_holdout(self, proposal: LearningEvaluation, *,
-                         config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
-                         ) -> FullRetrievalEvaluation:
+    def evaluate_holdout(
+        self,
+        proposal: LearningEvaluation,
+        *,
+        config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    ) -> FullRetrievalEvaluation:
         """Run the registered holdout for a proposal's owner and scope set and evaluate it.
 
         The baseline arm is what currently serves that scope set (the active profile's
@@ -287,8 +425,13 @@ class MemoryClient:
         cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
         scopes = self.memory.check_scopes(proposal.scopes, "proposal.scopes")
         _, baseline = self.holdout_baseline(proposal.owner, scopes)
-        run = self.run_holdout(proposal.owner, scopes, candidate_multipliers=proposal.multipliers,
-                               baseline_multipliers=baseline, excluded_query_digests=proposal.query_digests())
+        run = self.run_holdout(
+            proposal.owner,
+            scopes,
+            candidate_multipliers=proposal.multipliers,
+            baseline_multipliers=baseline,
+            excluded_query_digests=proposal.query_digests(),
+        )
         return run.evaluate(proposal.input_checksum, cfg)
 
     # --- ranking profiles ---------------------------------------------------------------
@@ -304,40 +447,77 @@ class MemoryClient:
 
     def _applicability(self, profile: RankingProfile) -> str | None:
         app = profile.application()
-        return profiles.inapplicable_reason(app.feature_identity_sha256, app.base_scoring,
-                                            running_features_sha=self.running_feature_identity(),
-                                            running_scoring=self.settings.scoring)
+        return profiles.inapplicable_reason(
+            app.feature_identity_sha256,
+            app.base_scoring,
+            running_features_sha=self.running_feature_identity(),
+            running_scoring=self.settings.scoring,
+        )
 
-    def create_ranking_profile(self, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: str,
-                               profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
+    def create_ranking_profile(
+        self,
+        proposal: LearningEvaluation,
+        holdout: FullRetrievalEvaluation,
+        *,
+        owner: str,
+        profile_id: Any = None,
+        baseline_profile_id: Any = None,
+    ) -> RankingProfile:
         """Persist an immutable profile from a positive proposal and holdout (does not activate)."""
         proposal = parse_model(LearningEvaluation, proposal, "proposal")
         holdout = parse_model(FullRetrievalEvaluation, holdout, "holdout")
         self.memory.check_scopes(holdout.scopes, "holdout.scopes")
-        return profiles.create_profile(self.store, proposal, holdout, owner=owner, profile_id=profile_id,
-                                       baseline_profile_id=baseline_profile_id)
+        return profiles.create_profile(
+            self.store, proposal, holdout, owner=owner, profile_id=profile_id, baseline_profile_id=baseline_profile_id
+        )
 
-    def activate_ranking_profile(self, profile_id: Any, *, owner: str, change_id: Any = None,
-                                 reactivate: bool = True) -> RankingProfileState:
+    def activate_ranking_profile(
+        self, profile_id: Any, *, owner: str, change_id: Any = None, reactivate: bool = True
+    ) -> RankingProfileState:
         """Activate over the exact baseline the holdout used (stale → ``StaleProfileError``),
         after rechecking feature identity and base scoring against this pipeline. A known
         ``change_id`` returns the earlier record marked ``replayed`` (check ``superseded_by``);
         ``reactivate=False`` refuses a profile deactivated or rolled back away since it served."""
-        return profiles.activate(self.store, profile_id, owner=owner, change_id=change_id,
-                                 applicability=self._applicability, reactivate=reactivate)
+        return profiles.activate(
+            self.store,
+            profile_id,
+            owner=owner,
+            change_id=change_id,
+            applicability=self._applicability,
+            reactivate=reactivate,
+        )
 
-    def deactivate_ranking_profile(self, *, owner: str, scopes: Sequence[str], change_id: Any = None,
-                                   expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
+    def deactivate_ranking_profile(
+        self, *, owner: str, scopes: Sequence[str], change_id: Any = None, expected_profile_id: Any = profiles.KEEP
+    ) -> RankingProfileState:
         """Return the scope set to base scoring (a recorded state)."""
-        return profiles.deactivate(self.store, owner=owner, scopes=self.memory.check_scopes(scopes),
-                                   change_id=change_id, expected_profile_id=expected_profile_id)
+        return profiles.deactivate(
+            self.store,
+            owner=owner,
+            scopes=self.memory.check_scopes(scopes),
+            change_id=change_id,
+            expected_profile_id=expected_profile_id,
+        )
 
-    def rollback_ranking_profile(self, profile_id: Any, *, owner: str, scopes: Sequence[str], change_id: Any = None,
-                                 expected_profile_id: Any = profiles.KEEP) -> RankingProfileState:
+    def rollback_ranking_profile(
+        self,
+        profile_id: Any,
+        *,
+        owner: str,
+        scopes: Sequence[str],
+        change_id: Any = None,
+        expected_profile_id: Any = profiles.KEEP,
+    ) -> RankingProfileState:
         """Point the scope set at an earlier profile, or at base scoring with ``profile_id=None``."""
-        return profiles.rollback(self.store, profile_id, owner=owner, scopes=self.memory.check_scopes(scopes),
-                                 change_id=change_id, expected_profile_id=expected_profile_id,
-                                 applicability=self._applicability)
+        return profiles.rollback(
+            self.store,
+            profile_id,
+            owner=owner,
+            scopes=self.memory.check_scopes(scopes),
+            change_id=change_id,
+            expected_profile_id=expected_profile_id,
+            applicability=self._applicability,
+        )
 
     def get_ranking_profile(self, profile_id: Any, owner: str) -> RankingProfileStatus | None:
         """A profile with whether it is active, or None for a missing or foreign id."""
@@ -349,11 +529,17 @@ class MemoryClient:
     def get_active_ranking_profile(self, owner: str, scopes: Sequence[str]) -> RankingProfile | None:
         return profiles.active_profile(self.store, owner, self.memory.check_scopes(scopes))
 
-    def ranking_profile_history(self, owner: str, scopes: Sequence[str], *, limit: int = 100,
-                                before: Any = None) -> list[RankingProfileState]:
+    def ranking_profile_history(
+        self, owner: str, scopes: Sequence[str], *, limit: int = 100, before: Any = None
+    ) -> list[RankingProfileState]:
         """Pointer changes of the scope set, newest first (paged by ``before``)."""
-        return profiles.history(self.store, owner, self.memory.check_scopes(scopes), limit=check_limit(limit),
-                                before=None if before is None else parse_uuid(before, "before"))
+        return profiles.history(
+            self.store,
+            owner,
+            self.memory.check_scopes(scopes),
+            limit=check_limit(limit),
+            before=None if before is None else parse_uuid(before, "before"),
+        )
 
     def ranking_profile_at(self, owner: str, scopes: Sequence[str], at: Any) -> RankingProfileState | None:
         """The pointer change in force at time ``at`` (None: nothing had been activated)."""

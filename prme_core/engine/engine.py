@@ -16,13 +16,42 @@ from prme_core.settings import EngineSettings
 from prme_core.storage import Store
 
 ASYNC_METHODS: tuple[str, ...] = (
-    "store_memory", "store_batch", "get", "history", "edges", "scan", "link", "supersede", "archive",
-    "retrieve", "get_receipt", "record_relevance", "get_relevance", "list_relevance", "record_answer_citations",
-    "get_answer_citations", "list_answer_citations", "snapshot_feedback", "evaluate_learning",
-    "register_holdout_queries", "list_holdout_queries", "retire_holdout_queries", "memory_artifact_digest",
-    "run_holdout", "evaluate_full_retrieval", "evaluate_holdout", "holdout_baseline", "create_ranking_profile",
-    "activate_ranking_profile", "deactivate_ranking_profile", "rollback_ranking_profile", "get_ranking_profile",
-    "list_ranking_profiles", "get_active_ranking_profile", "ranking_profile_history", "ranking_profile_at",
+    "store_memory",
+    "store_batch",
+    "get",
+    "history",
+    "edges",
+    "scan",
+    "link",
+    "supersede",
+    "archive",
+    "retrieve",
+    "get_receipt",
+    "record_relevance",
+    "get_relevance",
+    "list_relevance",
+    "record_answer_citations",
+    "get_answer_citations",
+    "list_answer_citations",
+    "snapshot_feedback",
+    "evaluate_learning",
+    "register_holdout_queries",
+    "list_holdout_queries",
+    "retire_holdout_queries",
+    "memory_artifact_digest",
+    "run_holdout",
+    "evaluate_full_retrieval",
+    "evaluate_holdout",
+    "holdout_baseline",
+    "create_ranking_profile",
+    "activate_ranking_profile",
+    "deactivate_ranking_profile",
+    "rollback_ranking_profile",
+    "get_ranking_profile",
+    "list_ranking_profiles",
+    "get_active_ranking_profile",
+    "ranking_profile_history",
+    "ranking_profile_at",
 )
 
 
@@ -30,7 +59,7 @@ def _async_method(name: str) -> Callable[..., Any]:
     sync = getattr(MemoryClient, name)
 
     @functools.wraps(sync)
-    async def method(self: "MemoryEngine", *args: Any, **kwargs: Any) -> Any:
+    async def method(self: MemoryEngine, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(getattr(self.client, name), *args, **kwargs)
 
     return method
@@ -39,8 +68,14 @@ def _async_method(name: str) -> Callable[..., Any]:
 class MemoryEngine:
     """Asynchronous access to one PRME store; use ``async with MemoryEngine(...)``."""
 
-    def __init__(self, store_url: str | None = None, *, settings: EngineSettings | None = None,
-                 store: Store | None = None, **pipeline_options: Any) -> None:
+    def __init__(
+        self,
+        store_url: str | None = None,
+        *,
+        settings: EngineSettings | None = None,
+        store: Store | None = None,
+        **pipeline_options: Any,
+    ) -> None:
         self.client = MemoryClient(store_url, settings=settings, store=store, **pipeline_options)
 
     @property
@@ -50,7 +85,7 @@ class MemoryEngine:
     async def close(self) -> None:
         await asyncio.to_thread(self.client.close)
 
-    async def __aenter__(self) -> "MemoryEngine":
+    async def __aenter__(self) -> MemoryEngine:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

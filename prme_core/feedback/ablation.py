@@ -39,7 +39,7 @@ class ContextAblation(FrozenModel):
     counterfactual: ContextBundle
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ContextAblation":
+    def _consistent(self) -> ContextAblation:
         removed = set(self.removed_node_ids)
         if len(removed) != len(self.removed_node_ids):
             raise ValueError("removed_node_ids must be unique")
@@ -52,7 +52,9 @@ class ContextAblation(FrozenModel):
             raise ValueError("counterfactual_context_sha256 does not match the counterfactual bundle")
         expected = self.baseline_tokens_used - self.removed_tokens if self.counterfactual.entries else 0
         if self.counterfactual.tokens_used != expected:
-            raise ValueError(f"counterfactual uses {self.counterfactual.tokens_used} tokens; the accounting says {expected}")
+            raise ValueError(
+                f"counterfactual uses {self.counterfactual.tokens_used} tokens; the accounting says {expected}"
+            )
         return self
 
 
@@ -80,29 +82,43 @@ def ablate_context(bundle: ContextBundle, node_ids: Sequence[Any]) -> ContextAbl
     included = set(bundle.included_ids())
     absent = [t for t in targets if t not in included]
     if absent:
-        raise InvalidInput("node_ids", f"{absent[0]} is not an included entry of this bundle; only packed entries "
-                           "can be removed")
+        raise InvalidInput(
+            "node_ids", f"{absent[0]} is not an included entry of this bundle; only packed entries can be removed"
+        )
     removed = set(targets)
     kept = tuple(e for e in bundle.entries if e.node_id not in removed)
     removed_tokens = sum(e.token_cost for e in bundle.entries if e.node_id in removed)
     excluded = bundle.excluded_ids + tuple(e.node_id for e in bundle.entries if e.node_id in removed)
     if kept:
         used = bundle.tokens_used - removed_tokens
-        counterfactual = bundle.model_copy(update={
-            "entries": kept, "excluded_ids": excluded, "tokens_used": used,
-            "budget_remaining": bundle.token_budget - used,
-        })
+        counterfactual = bundle.model_copy(
+            update={
+                "entries": kept,
+                "excluded_ids": excluded,
+                "tokens_used": used,
+                "budget_remaining": bundle.token_budget - used,
+            }
+        )
     else:
-        counterfactual = bundle.model_copy(update={
-            "entries": (), "excluded_ids": excluded, "header": "", "guidance": None, "tokens_used": 0,
-            "budget_remaining": bundle.token_budget,
-        })
+        counterfactual = bundle.model_copy(
+            update={
+                "entries": (),
+                "excluded_ids": excluded,
+                "header": "",
+                "guidance": None,
+                "tokens_used": 0,
+                "budget_remaining": bundle.token_budget,
+            }
+        )
     # model_copy skips validation: re-validate so the counterfactual's token counts are recounted.
     counterfactual = ContextBundle.model_validate(counterfactual.model_dump())
     return ContextAblation(
-        removed_node_ids=targets, baseline_context_sha256=bundle.context_sha256(),
-        counterfactual_context_sha256=counterfactual.context_sha256(), baseline_tokens_used=bundle.tokens_used,
-        removed_tokens=removed_tokens, counterfactual=counterfactual,
+        removed_node_ids=targets,
+        baseline_context_sha256=bundle.context_sha256(),
+        counterfactual_context_sha256=counterfactual.context_sha256(),
+        baseline_tokens_used=bundle.tokens_used,
+        removed_tokens=removed_tokens,
+        counterfactual=counterfactual,
     )
 
 
@@ -134,14 +150,20 @@ class ContextPresenceCredit(FrozenModel):
     value: float = Field(ge=-1.0, le=1.0)
 
     @model_validator(mode="after")
-    def _tier_follows(self) -> "ContextPresenceCredit":
+    def _tier_follows(self) -> ContextPresenceCredit:
         if (self.tier, self.value) != _TIERS[(self.baseline_correct, self.counterfactual_correct)]:
             raise ValueError("tier and value do not follow from the two correctness judgments")
         return self
 
 
-def assess_context_presence(ablation: ContextAblation, citation: AnswerCitationRecord, *, baseline_correct: Any,
-                            counterfactual_correct: Any, protocol: Any) -> ContextPresenceCredit:
+def assess_context_presence(
+    ablation: ContextAblation,
+    citation: AnswerCitationRecord,
+    *,
+    baseline_correct: Any,
+    counterfactual_correct: Any,
+    protocol: Any,
+) -> ContextPresenceCredit:
     """Tier one cited target: correct→wrong load-bearing (1.0), correct→correct cited but
     non-flipping (0.6), wrong→correct misleading (−1.0), wrong→wrong noncuring (0.0)."""
     if not isinstance(ablation, ContextAblation) or not isinstance(citation, AnswerCitationRecord):
@@ -150,20 +172,30 @@ def assess_context_presence(ablation: ContextAblation, citation: AnswerCitationR
         raise InvalidInput("ablation", "presence credit needs an ablation of exactly one target")
     target = ablation.removed_node_ids[0]
     if target not in citation.cited_node_ids:
-        raise InvalidInput("citation", f"{target} is not cited by answer {citation.answer_id}; presence credit "
-                           "requires a cited memory")
+        raise InvalidInput(
+            "citation", f"{target} is not cited by answer {citation.answer_id}; presence credit requires a cited memory"
+        )
     if citation.context_sha256 != ablation.baseline_context_sha256:
-        raise InvalidInput("citation", "the citation's context hash differs from the ablation's baseline: they "
-                           "describe different contexts")
+        raise InvalidInput(
+            "citation",
+            "the citation's context hash differs from the ablation's baseline: they describe different contexts",
+        )
     for name, value in (("baseline_correct", baseline_correct), ("counterfactual_correct", counterfactual_correct)):
         if not isinstance(value, bool):
             raise InvalidInput(name, f"must be true or false, got {value!r}")
     check_label(protocol, "protocol", "must name the fixed reader/evaluator protocol (1..512 characters)")
     tier, value = _TIERS[(baseline_correct, counterfactual_correct)]
     return ContextPresenceCredit(
-        request_id=citation.request_id, citation_id=citation.citation_id, answer_id=citation.answer_id,
-        citation_method=citation.method, node_id=target, protocol=protocol,
+        request_id=citation.request_id,
+        citation_id=citation.citation_id,
+        answer_id=citation.answer_id,
+        citation_method=citation.method,
+        node_id=target,
+        protocol=protocol,
         baseline_context_sha256=ablation.baseline_context_sha256,
         counterfactual_context_sha256=ablation.counterfactual_context_sha256,
-        baseline_correct=baseline_correct, counterfactual_correct=counterfactual_correct, tier=tier, value=value,
+        baseline_correct=baseline_correct,
+        counterfactual_correct=counterfactual_correct,
+        tier=tier,
+        value=value,
     )

@@ -41,21 +41,37 @@ class AnswerCitationRecord(AnswerCitationSubmission):
     receipt_checksum: Sha256Hex
     context_sha256: Sha256Hex
 
-    def matches(self, other: "AnswerCitationRecord") -> bool:
-        return (self.model_dump(exclude={"recorded_at"}) == other.model_dump(exclude={"recorded_at"}))
+    def matches(self, other: AnswerCitationRecord) -> bool:
+        return self.model_dump(exclude={"recorded_at"}) == other.model_dump(exclude={"recorded_at"})
 
 
-def record_answer_citations(store: Store, request_id: Any, *, owner: Any, answer_id: Any, cited_node_ids: Any,
-                            method: Any, answer_digest: Any = None, citation_id: Any = None) -> AnswerCitationRecord:
+def record_answer_citations(
+    store: Store,
+    request_id: Any,
+    *,
+    owner: Any,
+    answer_id: Any,
+    cited_node_ids: Any,
+    method: Any,
+    answer_digest: Any = None,
+    citation_id: Any = None,
+) -> AnswerCitationRecord:
     """Validate and append one citation record; an exact retry returns the first record."""
     owner = check_owner(owner)
     if isinstance(cited_node_ids, (str, bytes)):
         raise InvalidInput("cited_node_ids", "must be a list of node ids (possibly empty)")
-    submission = parse_model(AnswerCitationSubmission, {
-        "citation_id": uuid4() if citation_id is None else citation_id, "request_id": request_id,
-        "answer_id": answer_id, "cited_node_ids": tuple(cited_node_ids or ()), "answer_digest": answer_digest,
-        "method": method,
-    }, "")
+    submission = parse_model(
+        AnswerCitationSubmission,
+        {
+            "citation_id": uuid4() if citation_id is None else citation_id,
+            "request_id": request_id,
+            "answer_id": answer_id,
+            "cited_node_ids": tuple(cited_node_ids or ()),
+            "answer_digest": answer_digest,
+            "method": method,
+        },
+        "",
+    )
     found = get_receipt(store, owner, submission.request_id)
     if found is None:
         raise ReceiptNotFound(f"request {submission.request_id} has no saved receipt for this owner")
@@ -63,21 +79,52 @@ def record_answer_citations(store: Store, request_id: Any, *, owner: Any, answer
     for node_id in submission.cited_node_ids:
         cand = receipt.candidate(node_id)
         if cand is None or not (cand.in_context and cand.has_content):
-            raise InvalidInput("cited_node_ids", f"{node_id} is not a content-bearing entry of that retrieval's "
-                               "context; cite only memories whose content the answer was shown")
-    record = AnswerCitationRecord(**submission.model_dump(), owner=owner, recorded_at=utc_now(),
-                                  receipt_checksum=checksum, context_sha256=receipt.context_sha256)
-    return append_record(store, kind="answer-citations", op_type=OP_CITATIONS, record=record, key_field="citation_id",
-                         scope_key=scope_key(receipt.scopes), same=AnswerCitationRecord.matches,
-                         conflict=f"citation_id {submission.citation_id} already identifies a different answer "
-                                  "citation record; the first record stands")
+            raise InvalidInput(
+                "cited_node_ids",
+                f"{node_id} is not a content-bearing entry of that retrieval's "
+                "context; cite only memories whose content the answer was shown",
+            )
+    record = AnswerCitationRecord(
+        **submission.model_dump(),
+        owner=owner,
+        recorded_at=utc_now(),
+        receipt_checksum=checksum,
+        context_sha256=receipt.context_sha256,
+    )
+    return append_record(
+        store,
+        kind="answer-citations",
+        op_type=OP_CITATIONS,
+        record=record,
+        key_field="citation_id",
+        scope_key=scope_key(receipt.scopes),
+        same=AnswerCitationRecord.matches,
+        conflict=f"citation_id {submission.citation_id} already identifies a different answer "
+        "citation record; the first record stands",
+    )
 
 
 def get_answer_citations(store: Store, citation_id: UUID, owner: str) -> AnswerCitationRecord | None:
-    return read_record(store, AnswerCitationRecord, kind="answer-citations", op_type=OP_CITATIONS,
-                       owner=check_owner(owner), key=citation_id, key_field="citation_id")
+    return read_record(
+        store,
+        AnswerCitationRecord,
+        kind="answer-citations",
+        op_type=OP_CITATIONS,
+        owner=check_owner(owner),
+        key=citation_id,
+        key_field="citation_id",
+    )
 
 
-def list_answer_citations(store: Store, owner: str, *, after: UUID | None = None, limit: int = 100) -> list[AnswerCitationRecord]:
-    return list_records(store, AnswerCitationRecord, op_type=OP_CITATIONS, owner=check_owner(owner), after=after,
-                        limit=check_limit(limit), key_field="citation_id")
+def list_answer_citations(
+    store: Store, owner: str, *, after: UUID | None = None, limit: int = 100
+) -> list[AnswerCitationRecord]:
+    return list_records(
+        store,
+        AnswerCitationRecord,
+        op_type=OP_CITATIONS,
+        owner=check_owner(owner),
+        after=after,
+        limit=check_limit(limit),
+        key_field="citation_id",
+    )

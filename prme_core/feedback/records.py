@@ -33,22 +33,39 @@ def parse_record(model: type[R], op: StoredOperation, owner: str, key_field: str
     try:
         record = model.model_validate_json(op.payload)
     except ValidationError as exc:
-        raise CorruptRecord(f"stored {op.op_type} {op.target_id} no longer validates: {exc.errors()[0]['msg']}") from exc
-    if getattr(record, "owner") != owner or str(getattr(record, key_field)) != op.target_id:
+        raise CorruptRecord(
+            f"stored {op.op_type} {op.target_id} no longer validates: {exc.errors()[0]['msg']}"
+        ) from exc
+    if record.owner != owner or str(getattr(record, key_field)) != op.target_id:
         raise CorruptRecord(f"stored {op.op_type} {op.target_id}: owner or identity mismatch")
     if sha256_hex(record.canonical_bytes()) != op.checksum:
         raise CorruptRecord(f"stored {op.op_type} {op.target_id}: canonical bytes do not reproduce its checksum")
     return record
 
 
-def append_record(store: Store, *, kind: str, op_type: str, record: R, key_field: str, scope_key: str,
-                  same: Callable[[R, R], bool], conflict: str) -> R:
+def append_record(
+    store: Store,
+    *,
+    kind: str,
+    op_type: str,
+    record: R,
+    key_field: str,
+    scope_key: str,
+    same: Callable[[R, R], bool],
+    conflict: str,
+) -> R:
     """Append ``record`` idempotently; an exact retry returns the first record, a conflicting
     reuse of ``key`` raises ``IdempotencyConflict`` with ``conflict`` and writes nothing."""
-    owner = getattr(record, "owner")
+    owner = record.owner
     key: UUID = getattr(record, key_field)
-    draft = OperationDraft(id=record_operation_id(kind, owner, key), owner=owner, op_type=op_type,
-                           payload=record.canonical_bytes(), scope_key=scope_key, target_id=str(key))
+    draft = OperationDraft(
+        id=record_operation_id(kind, owner, key),
+        owner=owner,
+        op_type=op_type,
+        payload=record.canonical_bytes(),
+        scope_key=scope_key,
+        target_id=str(key),
+    )
     with store.transaction() as tx:
         stored, written = tx.append_operation(draft)
     if written:
@@ -59,8 +76,9 @@ def append_record(store: Store, *, kind: str, op_type: str, record: R, key_field
     return first
 
 
-def read_record(store: Store, model: type[R], *, kind: str, op_type: str, owner: str, key: UUID,
-                key_field: str) -> R | None:
+def read_record(
+    store: Store, model: type[R], *, kind: str, op_type: str, owner: str, key: UUID, key_field: str
+) -> R | None:
     with store.transaction(read_only=True) as tx:
         op = tx.get_operation(owner, record_operation_id(kind, owner, key))
     if op is None or op.op_type != op_type:
@@ -68,8 +86,9 @@ def read_record(store: Store, model: type[R], *, kind: str, op_type: str, owner:
     return parse_record(model, op, owner, key_field)
 
 
-def list_records(store: Store, model: type[R], *, op_type: str, owner: str, after: UUID | None, limit: int,
-                 key_field: str) -> list[R]:
+def list_records(
+    store: Store, model: type[R], *, op_type: str, owner: str, after: UUID | None, limit: int, key_field: str
+) -> list[R]:
     with store.transaction(read_only=True) as tx:
         ops = tx.list_operations(owner, op_type, after_target=None if after is None else str(after), limit=limit)
     return [parse_record(model, op, owner, key_field) for op in ops]

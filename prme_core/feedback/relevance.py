@@ -48,10 +48,14 @@ class RelevanceRecord(RelevanceSubmission):
     receipt_checksum: Sha256Hex
     scope_key: str
 
-    def matches(self, other: "RelevanceSubmission") -> bool:
+    def matches(self, other: RelevanceSubmission) -> bool:
         """Same judgment: request, labels, surface and method (and for records, the receipt)."""
-        same = (self.request_id == other.request_id and self.labels == other.labels
-                and self.surface == other.surface and self.method == other.method)
+        same = (
+            self.request_id == other.request_id
+            and self.labels == other.labels
+            and self.surface == other.surface
+            and self.method == other.method
+        )
         if isinstance(other, RelevanceRecord):
             same = same and other.receipt_checksum == self.receipt_checksum
         return same
@@ -69,47 +73,92 @@ def check_labels(receipt: RetrievalReceipt, labels: Mapping[UUID, bool], surface
     for node_id, positive in labels.items():
         cand = receipt.candidate(node_id)
         if cand is None:
-            raise InvalidInput("labels", f"{node_id} is not a returned candidate of request {receipt.request_id}; "
-                               "label only members of the saved response")
+            raise InvalidInput(
+                "labels",
+                f"{node_id} is not a returned candidate of request {receipt.request_id}; "
+                "label only members of the saved response",
+            )
         if surface == "context":
             if not cand.in_context:
-                raise InvalidInput("labels", f"{node_id} was not included in the context; context labels need "
-                                   "included entries (use surface='results' for returned candidates)")
+                raise InvalidInput(
+                    "labels",
+                    f"{node_id} was not included in the context; context labels need "
+                    "included entries (use surface='results' for returned candidates)",
+                )
             if positive and not cand.has_content:
-                raise InvalidInput("labels", f"{node_id} was included by reference only; a reference-only entry "
-                                   "cannot receive positive content credit (label it false, or use surface='results')")
+                raise InvalidInput(
+                    "labels",
+                    f"{node_id} was included by reference only; a reference-only entry "
+                    "cannot receive positive content credit (label it false, or use surface='results')",
+                )
 
 
-def record_relevance(store: Store, request_id: Any, labels: Any, *, owner: Any, surface: Any, method: Any,
-                     feedback_id: Any = None) -> RelevanceRecord:
+def record_relevance(
+    store: Store, request_id: Any, labels: Any, *, owner: Any, surface: Any, method: Any, feedback_id: Any = None
+) -> RelevanceRecord:
     """Validate and append one relevance record; an exact retry returns the first record."""
     owner = check_owner(owner)
     if not isinstance(labels, Mapping):
         raise InvalidInput("labels", "must be a non-empty mapping of node id to true/false")
-    submission = parse_model(RelevanceSubmission, {
-        "feedback_id": uuid4() if feedback_id is None else feedback_id, "request_id": request_id,
-        "labels": dict(labels), "surface": surface, "method": method,
-    }, "")
+    submission = parse_model(
+        RelevanceSubmission,
+        {
+            "feedback_id": uuid4() if feedback_id is None else feedback_id,
+            "request_id": request_id,
+            "labels": dict(labels),
+            "surface": surface,
+            "method": method,
+        },
+        "",
+    )
     found = get_receipt(store, owner, submission.request_id)
     if found is None:
-        raise ReceiptNotFound(f"request {submission.request_id} has no saved receipt for this owner; "
-                              "record feedback only on retrievals whose metadata.receipt_persisted is true")
+        raise ReceiptNotFound(
+            f"request {submission.request_id} has no saved receipt for this owner; "
+            "record feedback only on retrievals whose metadata.receipt_persisted is true"
+        )
     receipt, checksum = found
     check_labels(receipt, submission.labels, submission.surface)
-    record = RelevanceRecord(**submission.model_dump(), owner=owner, recorded_at=utc_now(),
-                             receipt_checksum=checksum, scope_key=scope_key(receipt.scopes))
-    return append_record(store, kind="relevance", op_type=OP_RELEVANCE, record=record, key_field="feedback_id",
-                         scope_key=record.scope_key, same=RelevanceRecord.matches,
-                         conflict=f"feedback_id {submission.feedback_id} already identifies a different relevance "
-                                  "judgment; the first record stands: use a new feedback_id for a new judgment")
+    record = RelevanceRecord(
+        **submission.model_dump(),
+        owner=owner,
+        recorded_at=utc_now(),
+        receipt_checksum=checksum,
+        scope_key=scope_key(receipt.scopes),
+    )
+    return append_record(
+        store,
+        kind="relevance",
+        op_type=OP_RELEVANCE,
+        record=record,
+        key_field="feedback_id",
+        scope_key=record.scope_key,
+        same=RelevanceRecord.matches,
+        conflict=f"feedback_id {submission.feedback_id} already identifies a different relevance "
+        "judgment; the first record stands: use a new feedback_id for a new judgment",
+    )
 
 
 def get_relevance(store: Store, feedback_id: UUID, owner: str) -> RelevanceRecord | None:
-    return read_record(store, RelevanceRecord, kind="relevance", op_type=OP_RELEVANCE, owner=check_owner(owner),
-                       key=feedback_id, key_field="feedback_id")
+    return read_record(
+        store,
+        RelevanceRecord,
+        kind="relevance",
+        op_type=OP_RELEVANCE,
+        owner=check_owner(owner),
+        key=feedback_id,
+        key_field="feedback_id",
+    )
 
 
 def list_relevance(store: Store, owner: str, *, after: UUID | None = None, limit: int = 100) -> list[RelevanceRecord]:
     """A page of the owner's relevance records ordered by feedback id (1..1000 per page)."""
-    return list_records(store, RelevanceRecord, op_type=OP_RELEVANCE, owner=check_owner(owner), after=after,
-                        limit=check_limit(limit), key_field="feedback_id")
+    return list_records(
+        store,
+        RelevanceRecord,
+        op_type=OP_RELEVANCE,
+        owner=check_owner(owner),
+        after=after,
+        limit=check_limit(limit),
+        key_field="feedback_id",
+    )

@@ -23,12 +23,19 @@ def artifact_operation_id(target: str, run_id: str) -> str:
     return str(uuid5(NAMESPACE_URL, canonical_json(["prme:artifact:v1", target, run_id]).decode()))
 
 
-def record_artifact(store: Store, *, owner: str, scope_key: str, target: str, run_id: str,
-                    body: Any) -> StoredOperation:
+def record_artifact(
+    store: Store, *, owner: str, scope_key: str, target: str, run_id: str, body: Any
+) -> StoredOperation:
     """Append one stage output (``body``, canonical JSON) of ``target``; a retry of the same run
     returns the stored operation unchanged."""
-    draft = OperationDraft.of(id=artifact_operation_id(target, run_id), owner=owner, op_type=OP_ARTIFACT, body=body,
-                              scope_key=scope_key, target_id=target)
+    draft = OperationDraft.of(
+        id=artifact_operation_id(target, run_id),
+        owner=owner,
+        op_type=OP_ARTIFACT,
+        body=body,
+        scope_key=scope_key,
+        target_id=target,
+    )
     with store.transaction() as tx:
         stored, _ = tx.append_operation(draft)
     return stored

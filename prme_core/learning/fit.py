@@ -44,8 +44,13 @@ def multipliers_from_logs(log_multipliers: np.ndarray) -> np.ndarray:
     out = np.empty(len(log_multipliers))
     for i, value in enumerate(log_multipliers):
         value = float(value)
-        out[i] = (MIN_MULTIPLIER if value <= _LOW else MAX_MULTIPLIER if value >= _HIGH
-                  else float(_EXACT.exp(decimal.Decimal(value))))
+        out[i] = (
+            MIN_MULTIPLIER
+            if value <= _LOW
+            else MAX_MULTIPLIER
+            if value >= _HIGH
+            else float(_EXACT.exp(decimal.Decimal(value)))
+        )
     return out
 
 
@@ -109,9 +114,11 @@ class PairwiseObjective:
             return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
 
         pair_loss = np.concatenate(self._map(pair_losses, self._pair_parts))
-        request_loss = np.bincount(self.judged.pair_request, pair_loss, minlength=self.requests) / self.pairs_per_request
+        request_loss = (
+            np.bincount(self.judged.pair_request, pair_loss, minlength=self.requests) / self.pairs_per_request
+        )
         group_loss = np.bincount(self.request_group, request_loss, minlength=self.groups) / self.requests_per_group
-        return float(group_loss.mean() + self.regularization * np.sum(log_multipliers ** 2))
+        return float(group_loss.mean() + self.regularization * np.sum(log_multipliers**2))
 
 
 def coordinate_search(objective: PairwiseObjective, passes_per_step: int) -> tuple[np.ndarray, float, float]:
@@ -159,6 +166,7 @@ def judged_metrics(judged: Judged, scores: np.ndarray, requests: int, k: int) ->
     """(judged NDCG@k, pairwise accuracy) per request under ``scores``."""
     positions = judged_positions(judged, scores)
     ndcg = ndcg_at_k_batch(positions, judged.positive, judged.request, requests, k)
-    accuracy = pairwise_accuracy_batch(positions, judged.pair_positive, judged.pair_negative, judged.pair_request,
-                                       requests)
+    accuracy = pairwise_accuracy_batch(
+        positions, judged.pair_positive, judged.pair_negative, judged.pair_request, requests
+    )
     return ndcg, accuracy

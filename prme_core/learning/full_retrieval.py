@@ -42,8 +42,16 @@ MIN_SCHEMA_VERSION = EXECUTION_SINCE
 # Execution parameters that may differ between the arms: the declared change and how it was resolved.
 FREE_PARAMETERS = ("ranking_multipliers", "ranking_profile")
 # Request fields both arms must record identically.
-PAIRED_FIELDS = ("reference_time", "scoring", "packing", "min_score", "result_limit", "retrieval_mode",
-                 "time_from", "time_to")
+PAIRED_FIELDS = (
+    "reference_time",
+    "scoring",
+    "packing",
+    "min_score",
+    "result_limit",
+    "retrieval_mode",
+    "time_from",
+    "time_to",
+)
 METRICS = ("recall", "ndcg", "mrr")
 LIMITATIONS: tuple[str, ...] = (
     "A positive holdout shows higher recall@k and NDCG@k of freshly executed retrievals against the "
@@ -71,7 +79,7 @@ class FullRetrievalTrial(FrozenModel):
     relevant_node_ids: RelevantNodeIds
 
     @model_validator(mode="after")
-    def _two_retrievals(self) -> "FullRetrievalTrial":
+    def _two_retrievals(self) -> FullRetrievalTrial:
         if self.baseline_request_id == self.candidate_request_id:
             raise ValueError("baseline_request_id and candidate_request_id must name two different retrievals")
         return self
@@ -153,7 +161,7 @@ class FullRetrievalEvaluation(FrozenModel):
         return value
 
     @model_validator(mode="after")
-    def _rederive(self) -> "FullRetrievalEvaluation":
+    def _rederive(self) -> FullRetrievalEvaluation:
         if self.limitations != LIMITATIONS:
             raise ValueError("limitations must be the fixed statements of this algorithm")
         keys = [_trial_key(t) for t in self.trials]
@@ -180,13 +188,18 @@ class FullRetrievalEvaluation(FrozenModel):
         return self
 
 
-def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]],
-                            trials: Sequence[FullRetrievalTrial | Mapping[str, Any]], *, owner: str,
-                            scopes: Sequence[str], proposal_input_checksum: str, memory_artifact_sha256: str,
-                            candidate_multipliers: RankingMultipliers | Mapping[str, float],
-                            baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
-                            config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
-                            ) -> FullRetrievalEvaluation:
+def evaluate_full_retrieval(
+    receipts: Mapping[UUID, tuple[RetrievalReceipt, str]],
+    trials: Sequence[FullRetrievalTrial | Mapping[str, Any]],
+    *,
+    owner: str,
+    scopes: Sequence[str],
+    proposal_input_checksum: str,
+    memory_artifact_sha256: str,
+    candidate_multipliers: RankingMultipliers | Mapping[str, float],
+    baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
+    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+) -> FullRetrievalEvaluation:
     """Verify paired receipts and judge them against complete relevant sets (pure; fails closed).
 
     ``receipts`` maps request id → (receipt, checksum), e.g. from ``receipts.store.get_receipts``.
@@ -197,8 +210,11 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
     check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
     cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config")
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
-    baseline = UNITY if baseline_multipliers is None else parse_model(
-        RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    baseline = (
+        UNITY
+        if baseline_multipliers is None
+        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    )
     parsed = sorted(parse_trials(trials), key=_trial_key)
     supplied = _index_receipts(receipts)
 
@@ -210,11 +226,15 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
     for trial in parsed:
         where = f"trial (group {trial.group_id!r}, baseline {trial.baseline_request_id})"
         pair = []
-        for arm, request_id, expected in (("baseline", trial.baseline_request_id, baseline),
-                                          ("candidate", trial.candidate_request_id, candidate)):
+        for arm, request_id, expected in (
+            ("baseline", trial.baseline_request_id, baseline),
+            ("candidate", trial.candidate_request_id, candidate),
+        ):
             if request_id in used:
-                raise HoldoutIntegrityError(f"{where}: receipt {request_id} already entered another trial; a "
-                                            "retrieval receipt cannot enter more than one full retrieval trial")
+                raise HoldoutIntegrityError(
+                    f"{where}: receipt {request_id} already entered another trial; a "
+                    "retrieval receipt cannot enter more than one full retrieval trial"
+                )
             used.add(request_id)
             receipt, checksum = _verified_arm(supplied, request_id, arm, where, owner, scope_set)
             _check_multipliers(receipt, expected, arm, where)
@@ -226,25 +246,40 @@ def evaluate_full_retrieval(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]
         if group_of_query.setdefault(normalized, trial.group_id) != trial.group_id:
             raise HoldoutIntegrityError(
                 f"{where}: the normalized query already belongs to group {group_of_query[normalized]!r}; repeated "
-                "normalized queries cannot use different groups (give repeats and paraphrases one group)")
+                "normalized queries cannot use different groups (give repeats and paraphrases one group)"
+            )
         identity = (base.scoring, base.execution.features)  # type: ignore[union-attr]
         if shared is None:
             shared = identity
         elif identity[0] != shared[0]:
-            raise HoldoutIntegrityError(f"{where}: base scoring differs from the other trials'; every pair in one "
-                                        "holdout must share one base scoring configuration")
+            raise HoldoutIntegrityError(
+                f"{where}: base scoring differs from the other trials'; every pair in one "
+                "holdout must share one base scoring configuration"
+            )
         elif identity[1] != shared[1]:
-            raise HoldoutIntegrityError(f"{where}: execution.features differ from the other trials'; every pair "
-                                        "in one holdout must share one feature identity")
+            raise HoldoutIntegrityError(
+                f"{where}: execution.features differ from the other trials'; every pair "
+                "in one holdout must share one feature identity"
+            )
         arms.append((base, cand))
     assert shared is not None
     queries = _group_results(parsed, arms, cfg.k)
     fields: dict[str, Any] = dict(
-        owner=owner, scopes=scope_set, config=cfg, proposal_input_checksum=proposal_input_checksum,
-        memory_artifact_sha256=memory_artifact_sha256, receipt_checksums=dict(sorted(checksums.items())),
-        feature_identity=shared[1], feature_identity_sha256=canonical_digest(shared[1]), base_scoring=shared[0],
-        baseline_multipliers=baseline, candidate_multipliers=candidate, coverage=_coverage(parsed),
-        trials=tuple(parsed), queries=queries, **_summary(queries, cfg),
+        owner=owner,
+        scopes=scope_set,
+        config=cfg,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+        receipt_checksums=dict(sorted(checksums.items())),
+        feature_identity=shared[1],
+        feature_identity_sha256=canonical_digest(shared[1]),
+        base_scoring=shared[0],
+        baseline_multipliers=baseline,
+        candidate_multipliers=candidate,
+        coverage=_coverage(parsed),
+        trials=tuple(parsed),
+        queries=queries,
+        **_summary(queries, cfg),
     )
     fields["input_checksum"] = _input_checksum(FullRetrievalEvaluation.model_construct(**fields))
     return FullRetrievalEvaluation(**fields)
@@ -260,6 +295,7 @@ def parse_trials(trials: Any) -> list[FullRetrievalTrial]:
 
 
 # --- verification -------------------------------------------------------------------------------
+
 
 def _index_receipts(receipts: Any) -> dict[UUID, tuple[RetrievalReceipt, str]]:
     if not isinstance(receipts, Mapping):
@@ -279,24 +315,38 @@ def _index_receipts(receipts: Any) -> dict[UUID, tuple[RetrievalReceipt, str]]:
     return out
 
 
-def _verified_arm(receipts: Mapping[UUID, tuple[RetrievalReceipt, str]], request_id: UUID, arm: str, where: str,
-                  owner: str, scopes: tuple[str, ...]) -> tuple[RetrievalReceipt, str]:
+def _verified_arm(
+    receipts: Mapping[UUID, tuple[RetrievalReceipt, str]],
+    request_id: UUID,
+    arm: str,
+    where: str,
+    owner: str,
+    scopes: tuple[str, ...],
+) -> tuple[RetrievalReceipt, str]:
     found = receipts.get(request_id)
     if found is None:
-        raise ReceiptNotFound(f"{where}: full retrieval trial references a missing {arm} receipt {request_id}; "
-                              "pass every receipt of both arms (get_receipts(store, owner, request_ids))")
+        raise ReceiptNotFound(
+            f"{where}: full retrieval trial references a missing {arm} receipt {request_id}; "
+            "pass every receipt of both arms (get_receipts(store, owner, request_ids))"
+        )
     receipt, checksum = found
     if not is_sha256_hex(checksum) or checksum != sha256_hex(receipt_bytes(receipt)):
-        raise HoldoutIntegrityError(f"{where}: the {arm} receipt's checksum does not match its canonical bytes; "
-                                    "re-read the receipt from the store")
+        raise HoldoutIntegrityError(
+            f"{where}: the {arm} receipt's checksum does not match its canonical bytes; "
+            "re-read the receipt from the store"
+        )
     if receipt.owner != owner:
         raise HoldoutIntegrityError(f"{where}: the {arm} receipt belongs to another owner, not {owner!r}")
     if receipt.scopes != scopes:
-        raise HoldoutIntegrityError(f"{where}: the {arm} receipt searched scopes {'+'.join(receipt.scopes)!r}, "
-                                    f"not the holdout's {'+'.join(scopes)!r}")
+        raise HoldoutIntegrityError(
+            f"{where}: the {arm} receipt searched scopes {'+'.join(receipt.scopes)!r}, "
+            f"not the holdout's {'+'.join(scopes)!r}"
+        )
     if receipt.schema_version < MIN_SCHEMA_VERSION or receipt.execution is None:
-        raise HoldoutIntegrityError(f"{where}: the {arm} receipt has schema version {receipt.schema_version}; a "
-                                    f"holdout needs freshly executed receipts of version {MIN_SCHEMA_VERSION} or later")
+        raise HoldoutIntegrityError(
+            f"{where}: the {arm} receipt has schema version {receipt.schema_version}; a "
+            f"holdout needs freshly executed receipts of version {MIN_SCHEMA_VERSION} or later"
+        )
     return receipt, checksum
 
 
@@ -309,7 +359,8 @@ def _check_multipliers(receipt: RetrievalReceipt, expected: RankingMultipliers, 
     if recorded != expected:
         raise HoldoutIntegrityError(
             f"{where}: the {arm} receipt ran with ranking_multipliers {recorded.model_dump()}, but "
-            f"{arm}_multipliers is {expected.model_dump()}; pass the multipliers that produced that arm")
+            f"{arm}_multipliers is {expected.model_dump()}; pass the multipliers that produced that arm"
+        )
 
 
 def _check_pair(base: RetrievalReceipt, cand: RetrievalReceipt, where: str) -> None:
@@ -318,18 +369,23 @@ def _check_pair(base: RetrievalReceipt, cand: RetrievalReceipt, where: str) -> N
         raise HoldoutIntegrityError(f"{where}: the arms ran different (normalized) queries")
     for name in PAIRED_FIELDS:
         if getattr(base, name) != getattr(cand, name):
-            raise HoldoutIntegrityError(f"{where}: {name} differs between the baseline and candidate receipts; "
-                                        "both arms must run the identical request except for ranking_multipliers")
+            raise HoldoutIntegrityError(
+                f"{where}: {name} differs between the baseline and candidate receipts; "
+                "both arms must run the identical request except for ranking_multipliers"
+            )
     b, c = base.execution, cand.execution
     assert b is not None and c is not None
     if b.features != c.features:
-        raise HoldoutIntegrityError(f"{where}: execution.features differ between the arms; run both arms on "
-                                    "the same pipeline")
+        raise HoldoutIntegrityError(
+            f"{where}: execution.features differ between the arms; run both arms on the same pipeline"
+        )
     fixed_b, fixed_c = _fixed_parameters(b.parameters), _fixed_parameters(c.parameters)
     if fixed_b != fixed_c:
         name = next(k for k in sorted(fixed_b.keys() | fixed_c.keys()) if fixed_b.get(k) != fixed_c.get(k))
-        raise HoldoutIntegrityError(f"{where}: execution parameter {name!r} differs between the arms; only "
-                                    f"{' and '.join(FREE_PARAMETERS)} may differ")
+        raise HoldoutIntegrityError(
+            f"{where}: execution parameter {name!r} differs between the arms; only "
+            f"{' and '.join(FREE_PARAMETERS)} may differ"
+        )
 
 
 def _fixed_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -338,14 +394,16 @@ def _fixed_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- metrics and summary ------------------------------------------------------------------------
 
+
 def _arm_metrics(receipt: RetrievalReceipt, relevant: frozenset[UUID], k: int) -> tuple[float, float, float]:
     flags = np.fromiter((c.node_id in relevant for c in receipt.candidates[:k]), dtype=bool)
     n = len(relevant)
     return recall_at_k(flags, n, k), ndcg_at_k(flags, n, k), mrr_at_k(flags, k)
 
 
-def _group_results(trials: Sequence[FullRetrievalTrial], arms: Sequence[tuple[RetrievalReceipt, RetrievalReceipt]],
-                   k: int) -> tuple[FullRetrievalQueryResult, ...]:
+def _group_results(
+    trials: Sequence[FullRetrievalTrial], arms: Sequence[tuple[RetrievalReceipt, RetrievalReceipt]], k: int
+) -> tuple[FullRetrievalQueryResult, ...]:
     """Per group: the mean of each arm's metrics over the group's trials (repeats, paraphrases)."""
     rows: dict[str, list[tuple[float, ...]]] = {}
     for trial, (base, cand) in zip(trials, arms, strict=True):
@@ -355,10 +413,19 @@ def _group_results(trials: Sequence[FullRetrievalTrial], arms: Sequence[tuple[Re
     out = []
     for group, values in rows.items():
         m = np.mean(np.asarray(values, dtype=np.float64), axis=0)
-        out.append(FullRetrievalQueryResult(
-            group_id=group, baseline_request_ids=requests[group][0], candidate_request_ids=requests[group][1],
-            baseline_recall=float(m[0]), baseline_ndcg=float(m[1]), baseline_mrr=float(m[2]),
-            candidate_recall=float(m[3]), candidate_ndcg=float(m[4]), candidate_mrr=float(m[5])))
+        out.append(
+            FullRetrievalQueryResult(
+                group_id=group,
+                baseline_request_ids=requests[group][0],
+                candidate_request_ids=requests[group][1],
+                baseline_recall=float(m[0]),
+                baseline_ndcg=float(m[1]),
+                baseline_mrr=float(m[2]),
+                candidate_recall=float(m[3]),
+                candidate_ndcg=float(m[4]),
+                candidate_mrr=float(m[5]),
+            )
+        )
     return tuple(out)
 
 
@@ -378,9 +445,14 @@ def _summary(queries: Sequence[FullRetrievalQueryResult], cfg: FullRetrievalEval
     interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed) if enough else None
     out["ndcg_gain_interval"] = interval
     out["decision"] = holdout_decision(
-        enough_groups=enough, ndcg_gain=out["ndcg_gain"], interval_low=None if interval is None else interval[0],
-        recall_gain=out["recall_gain"], regression_fraction=out["regression_fraction"],
-        min_ndcg_gain=cfg.min_ndcg_gain, max_regression_fraction=cfg.max_regression_fraction)
+        enough_groups=enough,
+        ndcg_gain=out["ndcg_gain"],
+        interval_low=None if interval is None else interval[0],
+        recall_gain=out["recall_gain"],
+        regression_fraction=out["regression_fraction"],
+        min_ndcg_gain=cfg.min_ndcg_gain,
+        max_regression_fraction=cfg.max_regression_fraction,
+    )
     return out
 
 
@@ -392,14 +464,18 @@ def _check_summary(report: FullRetrievalEvaluation, expected: dict[str, Any]) ->
                 raise ValueError(f"decision {recorded!r} does not match its evidence, which gives {value!r}")
         elif name == "ndcg_gain_interval":
             if (recorded is None) != (value is None) or (
-                    value is not None and not all(abs(a - b) <= TOLERANCE for a, b in zip(recorded, value))):
-                raise ValueError(f"ndcg_gain_interval {recorded} does not match the bootstrap of the group "
-                                 f"differences, which gives {value}")
+                value is not None and not all(abs(a - b) <= TOLERANCE for a, b in zip(recorded, value))
+            ):
+                raise ValueError(
+                    f"ndcg_gain_interval {recorded} does not match the bootstrap of the group "
+                    f"differences, which gives {value}"
+                )
         elif abs(recorded - value) > TOLERANCE:
             raise ValueError(f"{name} {recorded!r} does not match the per-group results, which give {value!r}")
 
 
 # --- identities -------------------------------------------------------------------------------------
+
 
 def _trial_key(trial: FullRetrievalTrial) -> tuple[str, str]:
     return trial.group_id, str(trial.baseline_request_id)
@@ -420,20 +496,26 @@ def _group_requests(trials: Sequence[FullRetrievalTrial]) -> dict[str, tuple[tup
 
 
 def _coverage(trials: Sequence[FullRetrievalTrial]) -> FullRetrievalCoverage:
-    return FullRetrievalCoverage(trials=len(trials), query_groups=len({t.group_id for t in trials}),
-                                 relevant_nodes=len({n for t in trials for n in t.relevant_node_ids}))
+    return FullRetrievalCoverage(
+        trials=len(trials),
+        query_groups=len({t.group_id for t in trials}),
+        relevant_nodes=len({n for t in trials for n in t.relevant_node_ids}),
+    )
 
 
 def _input_checksum(report: FullRetrievalEvaluation) -> str:
     """SHA-256 of the canonical JSON of everything the evaluation was computed from."""
-    return canonical_digest({
-        "owner": report.owner, "scopes": list(report.scopes),
-        "proposal_input_checksum": report.proposal_input_checksum,
-        "memory_artifact_sha256": report.memory_artifact_sha256,
-        "baseline_multipliers": report.baseline_multipliers.model_dump(mode="json"),
-        "candidate_multipliers": report.candidate_multipliers.model_dump(mode="json"),
-        "base_scoring": report.base_scoring.model_dump(mode="json"),
-        "config": report.config.model_dump(mode="json"),
-        "trials": [t.model_dump(mode="json") for t in report.trials],
-        "receipt_checksums": {str(k): v for k, v in report.receipt_checksums.items()},
-    })
+    return canonical_digest(
+        {
+            "owner": report.owner,
+            "scopes": list(report.scopes),
+            "proposal_input_checksum": report.proposal_input_checksum,
+            "memory_artifact_sha256": report.memory_artifact_sha256,
+            "baseline_multipliers": report.baseline_multipliers.model_dump(mode="json"),
+            "candidate_multipliers": report.candidate_multipliers.model_dump(mode="json"),
+            "base_scoring": report.base_scoring.model_dump(mode="json"),
+            "config": report.config.model_dump(mode="json"),
+            "trials": [t.model_dump(mode="json") for t in report.trials],
+            "receipt_checksums": {str(k): v for k, v in report.receipt_checksums.items()},
+        }
+    )

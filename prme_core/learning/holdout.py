@@ -99,12 +99,13 @@ class HoldoutQuery(HoldoutQuerySpec):
     registered_at: UtcDatetime
 
     @model_validator(mode="after")
-    def _derived(self) -> "HoldoutQuery":
+    def _derived(self) -> HoldoutQuery:
         if self.scope_key != make_scope_key(self.scopes):
             raise ValueError("scope_key must join the scopes with '+'")
         normalized = normalize_query(self.query)
-        if (self.group_id != split.group_id(normalized, self.group)
-                or self.query_digest != split.query_digest(self.query)):
+        if self.group_id != split.group_id(normalized, self.group) or self.query_digest != split.query_digest(
+            self.query
+        ):
             raise ValueError("group_id and query_digest must be derived from the query and group")
         if self.holdout_id != holdout_id(self.owner, self.scope_key, self.query, self.reference_time):
             raise ValueError("holdout_id must be derived from owner, scope key, normalized query and reference time")
@@ -139,7 +140,7 @@ class HoldoutRun(FrozenModel):
     _receipts: dict[UUID, tuple[RetrievalReceipt, str]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
-    def _counts(self) -> "HoldoutRun":
+    def _counts(self) -> HoldoutRun:
         if not self.query_count == len(self.trials) == len(self.holdout_ids):
             raise ValueError("query_count must equal the number of trials and holdout ids")
         return self
@@ -148,15 +149,25 @@ class HoldoutRun(FrozenModel):
     def receipts(self) -> Mapping[UUID, tuple[RetrievalReceipt, str]]:
         return MappingProxyType(self._receipts)
 
-    def evaluate(self, proposal_input_checksum: str,
-                 config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None, *,
-                 receipts: Mapping[UUID, tuple[RetrievalReceipt, str]] | None = None) -> FullRetrievalEvaluation:
+    def evaluate(
+        self,
+        proposal_input_checksum: str,
+        config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+        *,
+        receipts: Mapping[UUID, tuple[RetrievalReceipt, str]] | None = None,
+    ) -> FullRetrievalEvaluation:
         """``evaluate_full_retrieval`` over this run's receipts (or ``receipts`` for a reloaded run)."""
         return evaluate_full_retrieval(
-            self._receipts if receipts is None else receipts, self.trials, owner=self.owner, scopes=self.scopes,
-            proposal_input_checksum=proposal_input_checksum, memory_artifact_sha256=self.memory_artifact_sha256,
-            candidate_multipliers=self.candidate_multipliers, baseline_multipliers=self.baseline_multipliers,
-            config=config)
+            self._receipts if receipts is None else receipts,
+            self.trials,
+            owner=self.owner,
+            scopes=self.scopes,
+            proposal_input_checksum=proposal_input_checksum,
+            memory_artifact_sha256=self.memory_artifact_sha256,
+            candidate_multipliers=self.candidate_multipliers,
+            baseline_multipliers=self.baseline_multipliers,
+            config=config,
+        )
 
 
 def holdout_id(owner: str, scope_key: str, query: str, reference_time: Any) -> UUID:
@@ -167,8 +178,10 @@ def holdout_id(owner: str, scope_key: str, query: str, reference_time: Any) -> U
 
 # --- registration ---------------------------------------------------------------------------------
 
-def register_holdout_queries(store: Store, owner: str, scopes: Sequence[str],
-                             queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]) -> list[HoldoutQuery]:
+
+def register_holdout_queries(
+    store: Store, owner: str, scopes: Sequence[str], queries: Sequence[HoldoutQuerySpec | Mapping[str, Any]]
+) -> list[HoldoutQuery]:
     """Validate every query, then append all in one transaction (all or nothing); idempotent."""
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
@@ -179,31 +192,49 @@ def register_holdout_queries(store: Store, owner: str, scopes: Sequence[str],
         raise InvalidInput("queries", f"holds {len(queries)} queries; register 1..{MAX_QUERIES_PER_CALL} per call")
     specs = [parse_model(HoldoutQuerySpec, q, f"queries[{i}]") for i, q in enumerate(queries)]
     now = utc_now()
-    records = [HoldoutQuery(**spec.model_dump(), owner=owner, scopes=scope_set, scope_key=key, registered_at=now,
-                            holdout_id=holdout_id(owner, key, spec.query, spec.reference_time),
-                            group_id=split.group_id(normalize_query(spec.query), spec.group),
-                            query_digest=split.query_digest(spec.query)) for spec in specs]
+    records = [
+        HoldoutQuery(
+            **spec.model_dump(),
+            owner=owner,
+            scopes=scope_set,
+            scope_key=key,
+            registered_at=now,
+            holdout_id=holdout_id(owner, key, spec.query, spec.reference_time),
+            group_id=split.group_id(normalize_query(spec.query), spec.group),
+            query_digest=split.query_digest(spec.query),
+        )
+        for spec in specs
+    ]
     unique: dict[UUID, HoldoutQuery] = {}
     for i, record in enumerate(records):
         first = unique.setdefault(record.holdout_id, record)
         if first.judgment() != record.judgment():
-            raise IdempotencyConflict(f"queries[{i}] repeats an earlier query and reference_time of this call with a "
-                                      "different judgment; register one relevant set per query and clock")
+            raise IdempotencyConflict(
+                f"queries[{i}] repeats an earlier query and reference_time of this call with a "
+                "different judgment; register one relevant set per query and clock"
+            )
     wanted = {str(n) for spec in specs for n in spec.relevant_node_ids}
     with store.transaction() as tx:
         missing = wanted - tx.existing_node_ids(owner, sorted(wanted))
         if missing:
             index, node = next((i, n) for i, s in enumerate(specs) for n in s.relevant_node_ids if str(n) in missing)
-            raise InvalidInput(f"queries[{index}].relevant_node_ids", f"{node} is not a memory of owner {owner!r}; "
-                               "name only existing node ids of this owner")
+            raise InvalidInput(
+                f"queries[{index}].relevant_node_ids",
+                f"{node} is not a memory of owner {owner!r}; name only existing node ids of this owner",
+            )
         stored = {hid: _append_query(tx, record) for hid, record in unique.items()}
     return [stored[r.holdout_id] for r in records]
 
 
 def _append_query(tx: StoreSession, record: HoldoutQuery) -> HoldoutQuery:
-    draft = OperationDraft(id=record_operation_id("holdout-query", record.owner, record.holdout_id),
-                           owner=record.owner, op_type=OP_HOLDOUT, payload=record.canonical_bytes(),
-                           scope_key=record.scope_key, target_id=str(record.holdout_id))
+    draft = OperationDraft(
+        id=record_operation_id("holdout-query", record.owner, record.holdout_id),
+        owner=record.owner,
+        op_type=OP_HOLDOUT,
+        payload=record.canonical_bytes(),
+        scope_key=record.scope_key,
+        target_id=str(record.holdout_id),
+    )
     op, written = tx.append_operation(draft)
     if written:
         return record
@@ -212,7 +243,8 @@ def _append_query(tx: StoreSession, record: HoldoutQuery) -> HoldoutQuery:
         raise IdempotencyConflict(
             f"holdout query {record.holdout_id} ({record.query!r} at {utc_isoformat(record.reference_time)}) is "
             "already registered with a different judgment; the first registration stands: retire it and "
-            "register the query with another reference_time to change it")
+            "register the query with another reference_time to change it"
+        )
     return first
 
 
@@ -241,14 +273,23 @@ def retire_holdout_queries(store: Store, owner: str, scopes: Sequence[str], hold
         for hid in ids:
             op = found.get(str(hid))
             if op is None or op.scope_key != key:
-                raise HoldoutQueryNotFound(f"holdout_ids: {hid} is not a registered holdout query of owner {owner!r} "
-                                           f"for scopes {key!r}; see list_holdout_queries()")
+                raise HoldoutQueryNotFound(
+                    f"holdout_ids: {hid} is not a registered holdout query of owner {owner!r} "
+                    f"for scopes {key!r}; see list_holdout_queries()"
+                )
         written = 0
         for hid in ids:
             record = HoldoutRetirement(holdout_id=hid, owner=owner, scope_key=key, retired_at=now)
-            _, new = tx.append_operation(OperationDraft(
-                id=record_operation_id("holdout-retired", owner, hid), owner=owner, op_type=OP_RETIRED,
-                payload=record.canonical_bytes(), scope_key=key, target_id=str(hid)))
+            _, new = tx.append_operation(
+                OperationDraft(
+                    id=record_operation_id("holdout-retired", owner, hid),
+                    owner=owner,
+                    op_type=OP_RETIRED,
+                    payload=record.canonical_bytes(),
+                    scope_key=key,
+                    target_id=str(hid),
+                )
+            )
             written += new
     return written
 
@@ -272,6 +313,7 @@ def _parse_query(op: StoredOperation, owner: str, key: str) -> HoldoutQuery:
 
 
 # --- the memory artifact ------------------------------------------------------------------------
+
 
 def memory_artifact_digest(store: Store, owner: str) -> str:
     """SHA-256 of the owner's complete memory state: every node version and every edge.
@@ -307,6 +349,7 @@ def _hash_rows(digest: Any, kind: str, rows: Iterable[Sequence[Any]]) -> None:
 
 # --- running the holdout ------------------------------------------------------------------------
 
+
 def _digest_set(digests: Any) -> frozenset[str]:
     """``excluded_query_digests`` as a set of SHA-256 hex digests (``split.query_digest``)."""
     if isinstance(digests, (str, bytes)) or not isinstance(digests, Iterable):
@@ -318,10 +361,18 @@ def _digest_set(digests: Any) -> frozenset[str]:
     return frozenset(values)
 
 
-def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for: RequestFor, retrieve: Retrieve,
-                candidate_multipliers: RankingMultipliers | Mapping[str, float],
-                baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
-                excluded_query_digests: Iterable[str] = frozenset(), limit_override: int | None = None) -> HoldoutRun:
+def run_holdout(
+    store: Store,
+    owner: str,
+    scopes: Sequence[str],
+    *,
+    request_for: RequestFor,
+    retrieve: Retrieve,
+    candidate_multipliers: RankingMultipliers | Mapping[str, float],
+    baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
+    excluded_query_digests: Iterable[str] = frozenset(),
+    limit_override: int | None = None,
+) -> HoldoutRun:
     """Run every active holdout query once per arm over one unchanged memory artifact.
 
     Every request of both arms is validated with ``request_for`` before ``retrieve`` runs the
@@ -331,33 +382,52 @@ def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for:
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
-    baseline = UNITY if baseline_multipliers is None else parse_model(
-        RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    baseline = (
+        UNITY
+        if baseline_multipliers is None
+        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    )
     excluded = _digest_set(excluded_query_digests)
     if limit_override is not None:
         check_limit(limit_override, field="limit_override", maximum=MAX_RESULT_LIMIT)
     queries = list_holdout_queries(store, owner, scope_set)
     key = make_scope_key(scope_set)
     if not queries:
-        raise HoldoutQueryNotFound(f"owner {owner!r} has no active holdout queries for scopes {key!r}; register "
-                                   "them with register_holdout_queries() before running the holdout")
+        raise HoldoutQueryNotFound(
+            f"owner {owner!r} has no active holdout queries for scopes {key!r}; register "
+            "them with register_holdout_queries() before running the holdout"
+        )
     overlap = [q for q in queries if q.query_digest in excluded]
     if overlap:
         raise HoldoutOverlapsTraining(
             f"{len(overlap)} of {len(queries)} active holdout queries for scopes {key!r} are among the proposal's "
             "training or validation queries (excluded_query_digests); retire them with retire_holdout_queries() "
-            "or register other holdout queries, so the holdout stays independent of the proposal")
+            "or register other holdout queries, so the holdout stays independent of the proposal"
+        )
 
-    requests = [dict(owner=owner, scopes=list(scope_set), reference_time=q.reference_time,
-                     limit=limit_override or q.limit, time_from=q.time_from, time_to=q.time_to,
-                     event_time_from=q.event_time_from, event_time_to=q.event_time_to) for q in queries]
+    requests = [
+        dict(
+            owner=owner,
+            scopes=list(scope_set),
+            reference_time=q.reference_time,
+            limit=limit_override or q.limit,
+            time_from=q.time_from,
+            time_to=q.time_to,
+            event_time_from=q.event_time_from,
+            event_time_to=q.event_time_to,
+        )
+        for q in queries
+    ]
     for q, request in zip(queries, requests):  # every request of both arms is valid before the first runs
         for multipliers in (baseline, candidate):
             try:
                 request_for(q.query, ranking_multipliers=multipliers, **request)
             except InvalidInput as exc:
-                raise InvalidInput(exc.field, f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
-                                   "retire_holdout_queries() and register a valid one") from None
+                raise InvalidInput(
+                    exc.field,
+                    f"holdout query {q.holdout_id} cannot run: {exc}; retire it with "
+                    "retire_holdout_queries() and register a valid one",
+                ) from None
 
     before = memory_artifact_digest(store, owner)
     trials: list[FullRetrievalTrial] = []
@@ -370,18 +440,35 @@ def run_holdout(store: Store, owner: str, scopes: Sequence[str], *, request_for:
             if not meta.receipt_persisted or meta.receipt_checksum is None:
                 raise HoldoutIntegrityError(
                     f"holdout query {q.holdout_id}: the {arm} receipt was not persisted ({meta.receipt_error}); "
-                    "a holdout needs both receipts stored: fix the store and rerun")
+                    "a holdout needs both receipts stored: fix the store and rerun"
+                )
             receipts[meta.request_id] = (response.receipt, meta.receipt_checksum)
             ids.append(meta.request_id)
-        trials.append(FullRetrievalTrial(group_id=q.group_id, baseline_request_id=ids[0], candidate_request_id=ids[1],
-                                         relevant_node_ids=q.relevant_node_ids))
+        trials.append(
+            FullRetrievalTrial(
+                group_id=q.group_id,
+                baseline_request_id=ids[0],
+                candidate_request_id=ids[1],
+                relevant_node_ids=q.relevant_node_ids,
+            )
+        )
     after = memory_artifact_digest(store, owner)
     if after != before:
         raise MemoryChangedDuringHoldout(
             f"owner {owner!r}'s memory changed while the holdout ran (digest {before[:12]}… → {after[:12]}…); "
-            "pause writes and maintenance for this owner and rerun the holdout", before=before, after=after)
-    run = HoldoutRun(owner=owner, scopes=scope_set, holdout_ids=tuple(q.holdout_id for q in queries),
-                     trials=tuple(trials), memory_artifact_sha256=before, baseline_multipliers=baseline,
-                     candidate_multipliers=candidate, query_count=len(queries))
+            "pause writes and maintenance for this owner and rerun the holdout",
+            before=before,
+            after=after,
+        )
+    run = HoldoutRun(
+        owner=owner,
+        scopes=scope_set,
+        holdout_ids=tuple(q.holdout_id for q in queries),
+        trials=tuple(trials),
+        memory_artifact_sha256=before,
+        baseline_multipliers=baseline,
+        candidate_multipliers=candidate,
+        query_count=len(queries),
+    )
     run._receipts = receipts
     return run

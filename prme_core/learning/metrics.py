@@ -51,8 +51,9 @@ def mrr_at_k(relevant_flags: Sequence[bool] | np.ndarray, k: int) -> float:
     return 0.0 if hits.size == 0 else 1.0 / (1.0 + float(hits[0]))
 
 
-def ndcg_at_k_batch(positions: np.ndarray, relevant: np.ndarray, ranking: np.ndarray, rankings: int,
-                    k: int) -> np.ndarray:
+def ndcg_at_k_batch(
+    positions: np.ndarray, relevant: np.ndarray, ranking: np.ndarray, rankings: int, k: int
+) -> np.ndarray:
     """NDCG@k of ``rankings`` rankings at once, one value per ranking (0 where none is relevant).
 
     Item i sits at 0-based ``positions[i]`` of ranking ``ranking[i]`` and is relevant when
@@ -65,14 +66,16 @@ def ndcg_at_k_batch(positions: np.ndarray, relevant: np.ndarray, ranking: np.nda
     return np.divide(dcg, ideal, out=np.zeros(rankings), where=ideal > 0)
 
 
-def pairwise_accuracy_batch(positions: np.ndarray, pair_positive: np.ndarray, pair_negative: np.ndarray,
-                            pair_ranking: np.ndarray, rankings: int) -> np.ndarray:
+def pairwise_accuracy_batch(
+    positions: np.ndarray, pair_positive: np.ndarray, pair_negative: np.ndarray, pair_ranking: np.ndarray, rankings: int
+) -> np.ndarray:
     """Per ranking, the share of its (positive, negative) pairs — item indices into ``positions``,
     pair j belonging to ranking ``pair_ranking[j]`` — with the positive strictly ahead (0 without pairs)."""
     ahead = (positions[pair_positive] < positions[pair_negative]).astype(np.float64)
     pairs = np.bincount(pair_ranking, minlength=rankings).astype(np.float64)
-    return np.divide(np.bincount(pair_ranking, ahead, minlength=rankings), pairs,
-                     out=np.zeros(rankings), where=pairs > 0)
+    return np.divide(
+        np.bincount(pair_ranking, ahead, minlength=rankings), pairs, out=np.zeros(rankings), where=pairs > 0
+    )
 
 
 def pairwise_accuracy(positions_positive: np.ndarray, positions_negative: np.ndarray) -> float:

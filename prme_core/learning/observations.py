@@ -40,8 +40,14 @@ from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.text import normalize_query
 from prme_core.validation import check_owner, check_query_groups, check_scope_set
 
-EXCLUSION_KEYS = ("other_surface_records", "other_scope_records", "legacy_receipt_records",
-                  "rank_fusion_receipt_records", "conflicting_candidate_labels", "requests_without_explicit_pairs")
+EXCLUSION_KEYS = (
+    "other_surface_records",
+    "other_scope_records",
+    "legacy_receipt_records",
+    "rank_fusion_receipt_records",
+    "conflicting_candidate_labels",
+    "requests_without_explicit_pairs",
+)
 _POLICY_CODES = {"score_path_id": 0, "reranked_prefix": 1, "score_id": 2}
 _BLEND, _MULTIPLY = 1, 2
 
@@ -109,7 +115,7 @@ class Judged:
             object.__setattr__(self, "_sets", cached)
         return cached
 
-    def subset(self, requests: np.ndarray) -> "Judged":
+    def subset(self, requests: np.ndarray) -> Judged:
         """The rows of the given request indices, re-indexed 0..len(requests)-1 (e.g. training)."""
         request_map = np.full(int(self.request.max(initial=-1)) + 1, -1, dtype=np.int64)
         request_map[requests] = np.arange(requests.size)
@@ -119,12 +125,20 @@ class Judged:
         row_map[index] = np.arange(index.size)
         pair_keep = keep[self.pair_positive] if self.pair_positive.size else np.zeros(0, dtype=bool)
         return Judged(
-            request=request_map[self.request[index]], positive=self.positive[index], features=self.features[index],
-            weights=self.weights[index], scalars=self.scalars[index], recorded_base=self.recorded_base[index],
-            recorded=self.recorded[index], path=self.path[index], reranked=self.reranked[index],
-            policy=self.policy[index], id_key=self.id_key[index],
+            request=request_map[self.request[index]],
+            positive=self.positive[index],
+            features=self.features[index],
+            weights=self.weights[index],
+            scalars=self.scalars[index],
+            recorded_base=self.recorded_base[index],
+            recorded=self.recorded[index],
+            path=self.path[index],
+            reranked=self.reranked[index],
+            policy=self.policy[index],
+            id_key=self.id_key[index],
             layers=[Layer(layer.kind[index], layer.coefficient[index], layer.neural[index]) for layer in self.layers],
-            pair_positive=row_map[self.pair_positive[pair_keep]], pair_negative=row_map[self.pair_negative[pair_keep]],
+            pair_positive=row_map[self.pair_positive[pair_keep]],
+            pair_negative=row_map[self.pair_negative[pair_keep]],
             pair_request=request_map[self.pair_request[pair_keep]],
         )
 
@@ -161,8 +175,15 @@ def _query_groups(query_groups: Mapping[Any, Any] | None, snapshot: FeedbackSnap
 
 
 @cyclic_gc_paused()
-def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any = "results",
-            config: LearningConfig | None = None, query_groups: Mapping[Any, Any] | None = None) -> Prepared:
+def prepare(
+    snapshot: FeedbackSnapshot,
+    *,
+    owner: Any,
+    scopes: Any,
+    surface: Any = "results",
+    config: LearningConfig | None = None,
+    query_groups: Mapping[Any, Any] | None = None,
+) -> Prepared:
     owner = check_owner(owner)
     if owner != snapshot.owner:
         raise InvalidInput("owner", "the snapshot belongs to another owner")
@@ -207,7 +228,8 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
         if len(positives) * len(negatives) > config.max_pairs_per_request:
             raise PairBudgetExceeded(
                 f"request {request_id} has {len(positives) * len(negatives)} explicit pairs; max_pairs_per_request "
-                f"is {config.max_pairs_per_request} (raise it — pairs are never sampled)")
+                f"is {config.max_pairs_per_request} (raise it — pairs are never sampled)"
+            )
         query = snapshot.receipts[request_id].header["query"]
         known = group_of_query.get(query)
         if known is None:
@@ -216,17 +238,25 @@ def prepare(snapshot: FeedbackSnapshot, *, owner: Any, scopes: Any, surface: Any
         gid, digest = known
         info = groups.get(gid)
         if info is None:
-            info = groups[gid] = Group(gid, is_validation(gid, seed=config.seed,
-                                                          validation_fraction=config.validation_fraction))
+            info = groups[gid] = Group(
+                gid, is_validation(gid, seed=config.seed, validation_fraction=config.validation_fraction)
+            )
         info.requests.append(len(requests))
         info.query_digests.add(digest)
         requests.append(Request(request_id, gid, info.validation, positives, negatives))
 
     return Prepared(
-        owner=owner, scopes=scopes, surface=surface, config=config, query_groups=groups_by_request,
-        snapshot_sha256=snapshot.snapshot_sha256, feedback_ids=tuple(r.feedback_id for r in snapshot.records),
+        owner=owner,
+        scopes=scopes,
+        surface=surface,
+        config=config,
+        query_groups=groups_by_request,
+        snapshot_sha256=snapshot.snapshot_sha256,
+        feedback_ids=tuple(r.feedback_id for r in snapshot.records),
         receipt_checksums={k: v.checksum for k, v in sorted(snapshot.receipts.items())},
-        exclusions={k: v for k, v in exclusions.items() if v}, requests=requests, groups=groups,
+        exclusions={k: v for k, v in exclusions.items() if v},
+        requests=requests,
+        groups=groups,
         judged=_judged_arrays(snapshot, requests),
     )
 
@@ -237,21 +267,28 @@ def _validated_labels(snapshot: FeedbackSnapshot, record: Any, owner: str) -> li
         raise InvalidEvidence(f"relevance record {record.feedback_id} belongs to another owner")
     evidence = snapshot.receipts.get(record.request_id)
     if evidence is None:
-        raise MissingEvidence(f"relevance record {record.feedback_id} requires its saved receipt "
-                              f"{record.request_id}, which the snapshot does not hold")
+        raise MissingEvidence(
+            f"relevance record {record.feedback_id} requires its saved receipt "
+            f"{record.request_id}, which the snapshot does not hold"
+        )
     if evidence.checksum != record.receipt_checksum:
-        raise InvalidEvidence(f"relevance record {record.feedback_id} was bound to a different receipt checksum "
-                              "than the stored receipt; the evidence cannot be used")
+        raise InvalidEvidence(
+            f"relevance record {record.feedback_id} was bound to a different receipt checksum "
+            "than the stored receipt; the evidence cannot be used"
+        )
     out = []
     context = record.surface == "context"
     in_context, has_content = evidence.flags() if context else (None, None)
     for (node, positive), rank in zip(record.labels.items(), evidence.ranks_of(record.labels)):
         if rank is None:
-            raise InvalidEvidence(f"relevance record {record.feedback_id} labels {node}, which is not a "
-                                  "candidate of its receipt")
+            raise InvalidEvidence(
+                f"relevance record {record.feedback_id} labels {node}, which is not a candidate of its receipt"
+            )
         if context and (not in_context[rank] or (positive and not has_content[rank])):  # type: ignore[index]
-            raise InvalidEvidence(f"relevance record {record.feedback_id}: context labels need included entries "
-                                  "and positive ones need content-bearing entries")
+            raise InvalidEvidence(
+                f"relevance record {record.feedback_id}: context labels need included entries "
+                "and positive ones need content-bearing entries"
+            )
         out.append((rank, positive))
     return out
 
@@ -262,8 +299,11 @@ def _explicit_groups(snapshot: FeedbackSnapshot, groups_by_request: dict[str, st
     for request, name in groups_by_request.items():
         normalized = normalize_query(snapshot.receipts[request].header["query"])
         if names.setdefault(normalized, name) != name:
-            raise InvalidInput("query_groups", "repeated queries cannot use different query groups "
-                               f"({names[normalized]!r} and {name!r} for the same normalized query)")
+            raise InvalidInput(
+                "query_groups",
+                "repeated queries cannot use different query groups "
+                f"({names[normalized]!r} and {name!r} for the same normalized query)",
+            )
     return names
 
 
@@ -291,10 +331,23 @@ def _current_layout(projection: Any) -> np.ndarray:
 def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> Judged:
     if not requests:
         empty = np.zeros(0)
-        return Judged(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros((0, len(_FEATURE_ROWS))),
-                      np.zeros((0, len(_WEIGHT_ROWS))), np.zeros((0, len(_SCALAR_ROWS))),
-                      empty, empty, empty, np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), [],
-                      np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return Judged(
+            np.zeros(0, np.int64),
+            np.zeros(0, bool),
+            np.zeros((0, len(_FEATURE_ROWS))),
+            np.zeros((0, len(_WEIGHT_ROWS))),
+            np.zeros((0, len(_SCALAR_ROWS))),
+            empty,
+            empty,
+            empty,
+            np.zeros(0, bool),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            [],
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
     blocks, sizes, n_pos, policies, id_keys = [], [], [], [], []
     ops: dict[int, list[dict[str, Any]]] = {}  # row → its recorded operations (rows with none omitted)
     row = 0
@@ -334,12 +387,21 @@ def _judged_arrays(snapshot: FeedbackSnapshot, requests: Sequence[Request]) -> J
     pair_p = starts[pair_request] + within // negatives[pair_request]
     pair_n = starts[pair_request] + positives[pair_request] + within % negatives[pair_request]
     return Judged(
-        request=request, positive=positive, features=floats[_FEATURE_ROWS].T.copy(),
-        weights=floats[_WEIGHT_ROWS].T.copy(), scalars=floats[_SCALAR_ROWS].T.copy(),
-        recorded_base=floats[_FLOAT_INDEX["f_base_score"]].copy(), recorded=floats[_FLOAT_INDEX["score"]].copy(),
-        path=floats[_FLOAT_INDEX["f_path_score"]].copy(), reranked=~np.isnan(floats[_FLOAT_INDEX["reranker_score"]]),
-        policy=np.repeat(np.array(policies, dtype=np.int64), size), id_key=np.array(id_keys, dtype=np.int64),
-        layers=_layers(ops, request.size), pair_positive=pair_p, pair_negative=pair_n, pair_request=pair_request,
+        request=request,
+        positive=positive,
+        features=floats[_FEATURE_ROWS].T.copy(),
+        weights=floats[_WEIGHT_ROWS].T.copy(),
+        scalars=floats[_SCALAR_ROWS].T.copy(),
+        recorded_base=floats[_FLOAT_INDEX["f_base_score"]].copy(),
+        recorded=floats[_FLOAT_INDEX["score"]].copy(),
+        path=floats[_FLOAT_INDEX["f_path_score"]].copy(),
+        reranked=~np.isnan(floats[_FLOAT_INDEX["reranker_score"]]),
+        policy=np.repeat(np.array(policies, dtype=np.int64), size),
+        id_key=np.array(id_keys, dtype=np.int64),
+        layers=_layers(ops, request.size),
+        pair_positive=pair_p,
+        pair_negative=pair_n,
+        pair_request=pair_request,
     )
 
 

@@ -23,7 +23,12 @@ from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import PairwiseObjective, coordinate_search, judged_metrics, proposed_scores
 from prme_core.learning.gates import offline_decision
 from prme_core.learning.observations import Prepared, prepare
-from prme_core.learning.proposal import LearningCoverage, LearningEvaluation, QueryLearningResult, learning_input_checksum
+from prme_core.learning.proposal import (
+    LearningCoverage,
+    LearningEvaluation,
+    QueryLearningResult,
+    learning_input_checksum,
+)
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.validation import parse_model
@@ -52,8 +57,10 @@ def baseline_replay_check(prepared: Prepared) -> ReplayCheck:
 
 def coverage_of(prepared: Prepared) -> LearningCoverage:
     return LearningCoverage(
-        feedback_records=len(prepared.feedback_ids), requests_with_pairs=len(prepared.requests),
-        training_queries=len(prepared.split_groups(False)), validation_queries=len(prepared.split_groups(True)),
+        feedback_records=len(prepared.feedback_ids),
+        requests_with_pairs=len(prepared.requests),
+        training_queries=len(prepared.split_groups(False)),
+        validation_queries=len(prepared.split_groups(True)),
         explicit_pairs=prepared.explicit_pairs,
     )
 
@@ -67,13 +74,23 @@ def coverage_sufficient(prepared: Prepared) -> bool:
 def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
     cfg = prepared.config
     common: dict[str, Any] = dict(
-        owner=prepared.owner, scopes=prepared.scopes, surface=prepared.surface, config=cfg,
-        snapshot_sha256=prepared.snapshot_sha256, query_groups=prepared.query_groups,
-        input_checksum=learning_input_checksum(owner=prepared.owner, scopes=prepared.scopes, surface=prepared.surface,
-                                               snapshot_sha256=prepared.snapshot_sha256,
-                                               query_groups=prepared.query_groups),
-        feedback_ids=tuple(sorted(prepared.feedback_ids)), receipt_checksums=prepared.receipt_checksums,
-        coverage=coverage_of(prepared), exclusions=prepared.exclusions,
+        owner=prepared.owner,
+        scopes=prepared.scopes,
+        surface=prepared.surface,
+        config=cfg,
+        snapshot_sha256=prepared.snapshot_sha256,
+        query_groups=prepared.query_groups,
+        input_checksum=learning_input_checksum(
+            owner=prepared.owner,
+            scopes=prepared.scopes,
+            surface=prepared.surface,
+            snapshot_sha256=prepared.snapshot_sha256,
+            query_groups=prepared.query_groups,
+        ),
+        feedback_ids=tuple(sorted(prepared.feedback_ids)),
+        receipt_checksums=prepared.receipt_checksums,
+        coverage=coverage_of(prepared),
+        exclusions=prepared.exclusions,
     )
     if not coverage_sufficient(prepared):
         return LearningEvaluation(**common, multipliers=UNITY, decision="insufficient_data")
@@ -81,7 +98,8 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
     if not check.exact:
         raise BaselineReplayMismatch(
             f"baseline score replay mismatch on {check.mismatches} of {check.candidates} judged candidates "
-            f"(largest difference {check.worst_difference:.3g}); the receipts cannot support learning")
+            f"(largest difference {check.worst_difference:.3g}); the receipts cannot support learning"
+        )
 
     group_ids = sorted(prepared.groups)
     group_index = {g: i for i, g in enumerate(group_ids)}
@@ -93,43 +111,66 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
     objective = PairwiseObjective(
         judged=prepared.judged.subset(training_requests),
         request_group=np.array([local_group[int(request_group[i])] for i in training_requests], dtype=np.int64),
-        margin_scale=cfg.margin_scale, regularization=cfg.regularization,
+        margin_scale=cfg.margin_scale,
+        regularization=cfg.regularization,
     )
     multipliers, loss_before, loss_after = coordinate_search(objective, cfg.passes_per_step)
 
     n_requests = len(prepared.requests)
     base_ndcg, base_pairs = judged_metrics(prepared.judged, prepared.judged.recorded, n_requests, cfg.ndcg_k)
-    cand_ndcg, cand_pairs = judged_metrics(prepared.judged, proposed_scores(prepared.judged, multipliers),
-                                           n_requests, cfg.ndcg_k)
+    cand_ndcg, cand_pairs = judged_metrics(
+        prepared.judged, proposed_scores(prepared.judged, multipliers), n_requests, cfg.ndcg_k
+    )
     queries = []
     for g in group_ids:
         info = prepared.groups[g]
         idx = info.requests
-        queries.append(QueryLearningResult(
-            group_id=g, split="validation" if info.validation else "train",
-            request_ids=tuple(sorted(prepared.requests[i].request_id for i in idx)),
-            query_digests=tuple(sorted(info.query_digests)),
-            baseline_pairwise_accuracy=float(np.mean(base_pairs[idx])),
-            candidate_pairwise_accuracy=float(np.mean(cand_pairs[idx])),
-            baseline_ndcg=float(np.mean(base_ndcg[idx])), candidate_ndcg=float(np.mean(cand_ndcg[idx])),
-        ))
+        queries.append(
+            QueryLearningResult(
+                group_id=g,
+                split="validation" if info.validation else "train",
+                request_ids=tuple(sorted(prepared.requests[i].request_id for i in idx)),
+                query_digests=tuple(sorted(info.query_digests)),
+                baseline_pairwise_accuracy=float(np.mean(base_pairs[idx])),
+                candidate_pairwise_accuracy=float(np.mean(cand_pairs[idx])),
+                baseline_ndcg=float(np.mean(base_ndcg[idx])),
+                candidate_ndcg=float(np.mean(cand_ndcg[idx])),
+            )
+        )
     validation = [q for q in queries if q.split == "validation"]
     diffs = np.array([q.candidate_ndcg - q.baseline_ndcg for q in validation])
     gain = float(diffs.mean())
     pairwise_gain = float(np.mean([q.candidate_pairwise_accuracy - q.baseline_pairwise_accuracy for q in validation]))
     interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
-    decision = offline_decision(enough_groups=True, ndcg_gain=gain, interval_low=interval[0],
-                                pairwise_gain=pairwise_gain, min_ndcg_gain=cfg.min_ndcg_gain)
+    decision = offline_decision(
+        enough_groups=True,
+        ndcg_gain=gain,
+        interval_low=interval[0],
+        pairwise_gain=pairwise_gain,
+        min_ndcg_gain=cfg.min_ndcg_gain,
+    )
     return LearningEvaluation(
-        **common, multipliers=RankingMultipliers.from_vector(multipliers), decision=decision,
-        training_loss_before=loss_before, training_loss_after=loss_after, validation_ndcg_gain=gain,
-        validation_pairwise_gain=pairwise_gain, validation_gain_interval=interval, queries=tuple(queries),
+        **common,
+        multipliers=RankingMultipliers.from_vector(multipliers),
+        decision=decision,
+        training_loss_before=loss_before,
+        training_loss_after=loss_after,
+        validation_ndcg_gain=gain,
+        validation_pairwise_gain=pairwise_gain,
+        validation_gain_interval=interval,
+        queries=tuple(queries),
     )
 
 
-def evaluate_learning(snapshot: FeedbackSnapshot, *, owner: str, scopes: Any, surface: str = "results",
-                      config: LearningConfig | Mapping[str, Any] | None = None,
-                      query_groups: Mapping[Any, str] | None = None) -> LearningEvaluation:
+def evaluate_learning(
+    snapshot: FeedbackSnapshot,
+    *,
+    owner: str,
+    scopes: Any,
+    surface: str = "results",
+    config: LearningConfig | Mapping[str, Any] | None = None,
+    query_groups: Mapping[Any, str] | None = None,
+) -> LearningEvaluation:
     """Fit and judge a multiplier proposal for one owner and exact scope set (pure)."""
     cfg = None if config is None else parse_model(LearningConfig, config, "config")
     prepared = prepare(snapshot, owner=owner, scopes=scopes, surface=surface, config=cfg, query_groups=query_groups)

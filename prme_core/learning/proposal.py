@@ -56,11 +56,19 @@ class LearningCoverage(FrozenModel):
     explicit_pairs: int = Field(ge=0)
 
 
-def learning_input_checksum(*, owner: str, scopes: tuple[str, ...], surface: str, snapshot_sha256: str,
-                            query_groups: dict[str, str]) -> str:
+def learning_input_checksum(
+    *, owner: str, scopes: tuple[str, ...], surface: str, snapshot_sha256: str, query_groups: dict[str, str]
+) -> str:
     """What the proposal was computed from: the snapshot identity and the caller's groups."""
-    return canonical_digest({"owner": owner, "scopes": list(scopes), "surface": surface,
-                             "snapshot_sha256": snapshot_sha256, "query_groups": dict(sorted(query_groups.items()))})
+    return canonical_digest(
+        {
+            "owner": owner,
+            "scopes": list(scopes),
+            "surface": surface,
+            "snapshot_sha256": snapshot_sha256,
+            "query_groups": dict(sorted(query_groups.items())),
+        }
+    )
 
 
 class LearningEvaluation(FrozenModel):
@@ -92,17 +100,26 @@ class LearningEvaluation(FrozenModel):
     limitations: tuple[str, ...] = OFFLINE_LIMITATIONS
 
     @model_validator(mode="after")
-    def _rederive(self) -> "LearningEvaluation":
-        if len(set(self.feedback_ids)) != len(self.feedback_ids) or self.coverage.feedback_records != len(self.feedback_ids):
+    def _rederive(self) -> LearningEvaluation:
+        if len(set(self.feedback_ids)) != len(self.feedback_ids) or self.coverage.feedback_records != len(
+            self.feedback_ids
+        ):
             raise ValueError("feedback ids must be unique and match coverage.feedback_records")
         if any(v <= 0 for v in self.exclusions.values()):
             raise ValueError("exclusions list only reasons that occurred")
-        expected = learning_input_checksum(owner=self.owner, scopes=self.scopes, surface=self.surface,
-                                           snapshot_sha256=self.snapshot_sha256, query_groups=self.query_groups)
+        expected = learning_input_checksum(
+            owner=self.owner,
+            scopes=self.scopes,
+            surface=self.surface,
+            snapshot_sha256=self.snapshot_sha256,
+            query_groups=self.query_groups,
+        )
         if expected != self.input_checksum:
             raise ValueError("input_checksum does not match the recorded inputs")
-        enough = (self.coverage.training_queries >= self.config.min_training_queries
-                  and self.coverage.validation_queries >= self.config.min_validation_queries)
+        enough = (
+            self.coverage.training_queries >= self.config.min_training_queries
+            and self.coverage.validation_queries >= self.config.min_validation_queries
+        )
         if self.decision == "insufficient_data" or not enough:
             self._check_insufficient(enough)
             return self
@@ -116,14 +133,21 @@ class LearningEvaluation(FrozenModel):
         diffs = np.array([q.candidate_ndcg - q.baseline_ndcg for q in validation])
         pairwise = float(np.mean([q.candidate_pairwise_accuracy - q.baseline_pairwise_accuracy for q in validation]))
         gain = float(diffs.mean())
-        if abs(gain - (self.validation_ndcg_gain or 0.0)) > TOLERANCE or \
-                abs(pairwise - (self.validation_pairwise_gain or 0.0)) > TOLERANCE:
+        if (
+            abs(gain - (self.validation_ndcg_gain or 0.0)) > TOLERANCE
+            or abs(pairwise - (self.validation_pairwise_gain or 0.0)) > TOLERANCE
+        ):
             raise ValueError("validation gains do not match the per-group metrics")
         interval = bootstrap_interval(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
         if self.validation_gain_interval is None or tuple(self.validation_gain_interval) != interval:
             raise ValueError("the bootstrap interval does not match the per-group differences")
-        decision = offline_decision(enough_groups=True, ndcg_gain=gain, interval_low=interval[0],
-                                    pairwise_gain=pairwise, min_ndcg_gain=self.config.min_ndcg_gain)
+        decision = offline_decision(
+            enough_groups=True,
+            ndcg_gain=gain,
+            interval_low=interval[0],
+            pairwise_gain=pairwise,
+            min_ndcg_gain=self.config.min_ndcg_gain,
+        )
         if decision != self.decision:
             raise ValueError("learning decision does not match its validation evidence")
         return self
@@ -133,8 +157,16 @@ class LearningEvaluation(FrozenModel):
             raise ValueError("insufficient_data is the decision exactly when coverage is below the minimum")
         if self.multipliers != UNITY or self.queries:
             raise ValueError("an insufficient-coverage report keeps unity multipliers and reports no fit")
-        if any(v is not None for v in (self.training_loss_before, self.training_loss_after, self.validation_ndcg_gain,
-                                       self.validation_pairwise_gain, self.validation_gain_interval)):
+        if any(
+            v is not None
+            for v in (
+                self.training_loss_before,
+                self.training_loss_after,
+                self.validation_ndcg_gain,
+                self.validation_pairwise_gain,
+                self.validation_gain_interval,
+            )
+        ):
             raise ValueError("an insufficient-coverage report records no losses or metrics")
 
     def _check_queries(self) -> None:
@@ -143,17 +175,22 @@ class LearningEvaluation(FrozenModel):
             raise ValueError("queries must be sorted by group id and unique")
         receipts = set(self.receipt_checksums)
         for q in self.queries:
-            split = "validation" if is_validation(q.group_id, seed=self.config.seed,
-                                                  validation_fraction=self.config.validation_fraction) else "train"
+            split = (
+                "validation"
+                if is_validation(q.group_id, seed=self.config.seed, validation_fraction=self.config.validation_fraction)
+                else "train"
+            )
             if q.split != split:
                 raise ValueError(f"group {q.group_id} is recorded in the wrong split")
             if not {str(r) for r in q.request_ids} <= receipts:
                 raise ValueError(f"group {q.group_id} names requests outside the recorded receipts")
         train = sum(q.split == "train" for q in self.queries)
         requests = sum(len(q.request_ids) for q in self.queries)
-        if (train, len(self.queries) - train, requests) != (self.coverage.training_queries,
-                                                             self.coverage.validation_queries,
-                                                             self.coverage.requests_with_pairs):
+        if (train, len(self.queries) - train, requests) != (
+            self.coverage.training_queries,
+            self.coverage.validation_queries,
+            self.coverage.requests_with_pairs,
+        ):
             raise ValueError("coverage counts do not match the per-group results")
 
     def query_digests(self) -> frozenset[str]:

@@ -59,9 +59,17 @@ class RecordView:
     scope_key: str
 
     @classmethod
-    def of(cls, record: RelevanceRecord) -> "RecordView":
-        return cls(str(record.feedback_id), str(record.request_id), {str(k): v for k, v in record.labels.items()},
-                   record.surface, record.method, record.owner, record.receipt_checksum, record.scope_key)
+    def of(cls, record: RelevanceRecord) -> RecordView:
+        return cls(
+            str(record.feedback_id),
+            str(record.request_id),
+            {str(k): v for k, v in record.labels.items()},
+            record.surface,
+            record.method,
+            record.owner,
+            record.receipt_checksum,
+            record.scope_key,
+        )
 
 
 def _is_uuid_text(value: object) -> bool:
@@ -79,17 +87,31 @@ def parse_record_payload(op: StoredOperation, owner: str) -> RecordView:
         bad = "its version, owner or identity"
     elif not (_is_uuid_text(data["feedback_id"]) and _is_uuid_text(data["request_id"])):
         bad = "its ids"
-    elif data["surface"] not in ("results", "context") or data["method"] not in ("explicit_user", "structured_evaluation"):
+    elif data["surface"] not in ("results", "context") or data["method"] not in (
+        "explicit_user",
+        "structured_evaluation",
+    ):
         bad = "its surface or method"
-    elif not (isinstance(data["labels"], dict) and data["labels"]
-              and all(map(isinstance, data["labels"].values(), repeat(bool)))):
+    elif not (
+        isinstance(data["labels"], dict)
+        and data["labels"]
+        and all(map(isinstance, data["labels"].values(), repeat(bool)))
+    ):
         bad = "its labels"
     elif not is_sha256_hex(data["receipt_checksum"]):
         bad = "its receipt checksum"
     if bad:
         raise CorruptRecord(f"stored relevance record {op.target_id} is malformed ({bad}); restore it from a backup")
-    return RecordView(data["feedback_id"], data["request_id"], data["labels"], data["surface"], data["method"],
-                      data["owner"], data["receipt_checksum"], data["scope_key"])
+    return RecordView(
+        data["feedback_id"],
+        data["request_id"],
+        data["labels"],
+        data["surface"],
+        data["method"],
+        data["owner"],
+        data["receipt_checksum"],
+        data["scope_key"],
+    )
 
 
 _ID_SEPARATOR = "\x1f"
@@ -130,8 +152,11 @@ class ReceiptEvidence:
         if fixed is None:
             n, text = int(self.header["candidate_count"]), self.projection.node_ids
             fixed = self._arrays["_fixed"] = (
-                n > 0 and len(text) == _ID_STRIDE * n - 1 and text.count(_ID_SEPARATOR) == n - 1
-                and text[_ID_WIDTH::_ID_STRIDE] == _ID_SEPARATOR * (n - 1))
+                n > 0
+                and len(text) == _ID_STRIDE * n - 1
+                and text.count(_ID_SEPARATOR) == n - 1
+                and text[_ID_WIDTH::_ID_STRIDE] == _ID_SEPARATOR * (n - 1)
+            )
         return fixed
 
     def ranks_of(self, node_ids: Iterable[str]) -> list[int | None]:
@@ -152,7 +177,7 @@ class ReceiptEvidence:
             ids = self.node_ids()
             return [ids[r] for r in ranks]
         text = self.projection.node_ids
-        return [text[r * _ID_STRIDE: r * _ID_STRIDE + _ID_WIDTH] for r in ranks]
+        return [text[r * _ID_STRIDE : r * _ID_STRIDE + _ID_WIDTH] for r in ranks]
 
     def adjustments(self) -> list[str] | None:
         """Each candidate's recorded operations as JSON, or None when no candidate has any."""
@@ -189,17 +214,21 @@ class FeedbackSnapshot:
 
     def manifest(self) -> SnapshotManifest:
         return SnapshotManifest(
-            owner=self.owner, max_records=self.max_records, feedback_ids=tuple(UUID(r.feedback_id) for r in self.records),
+            owner=self.owner,
+            max_records=self.max_records,
+            feedback_ids=tuple(UUID(r.feedback_id) for r in self.records),
             receipt_checksums={k: v.checksum for k, v in sorted(self.receipts.items())},
             snapshot_sha256=self.snapshot_sha256,
         )
 
 
 def snapshot_digest(record_checksums: dict[str, str], receipts: dict[str, ReceiptEvidence]) -> str:
-    return canonical_digest({
-        "records": sorted([k, v] for k, v in record_checksums.items()),
-        "receipts": sorted([k, v.checksum] for k, v in receipts.items()),
-    })
+    return canonical_digest(
+        {
+            "records": sorted([k, v] for k, v in record_checksums.items()),
+            "receipts": sorted([k, v.checksum] for k, v in receipts.items()),
+        }
+    )
 
 
 def check_max_records(max_records: Any) -> int:
@@ -245,20 +274,29 @@ def load_snapshot(store: Store, manifest: SnapshotManifest) -> FeedbackSnapshot:
         checksums[record.feedback_id] = op.checksum
     missing = {str(f) for f in manifest.feedback_ids} - set(records)
     if missing:
-        raise MissingEvidence(f"{len(missing)} relevance records named by the snapshot manifest are gone "
-                              f"(e.g. {sorted(map(str, missing))[0]}); re-cut the snapshot")
+        raise MissingEvidence(
+            f"{len(missing)} relevance records named by the snapshot manifest are gone "
+            f"(e.g. {sorted(map(str, missing))[0]}); re-cut the snapshot"
+        )
     snapshot = _assemble(store, owner, manifest.max_records, records, checksums)
     if snapshot.snapshot_sha256 != manifest.snapshot_sha256:
         raise CorruptRecord("the reloaded snapshot does not reproduce its manifest checksum; re-cut the snapshot")
     return snapshot
 
 
-def _assemble(store: Store, owner: str, max_records: int, records: dict[str, RecordView],
-              checksums: dict[str, str]) -> FeedbackSnapshot:
+def _assemble(
+    store: Store, owner: str, max_records: int, records: dict[str, RecordView], checksums: dict[str, str]
+) -> FeedbackSnapshot:
     receipts = resolve_receipts(store, owner, sorted({r.request_id for r in records.values()}))
     ordered = tuple(records[k] for k in sorted(records))
-    return FeedbackSnapshot(owner=owner, max_records=max_records, records=ordered, record_checksums=checksums,
-                            receipts=receipts, snapshot_sha256=snapshot_digest(checksums, receipts))
+    return FeedbackSnapshot(
+        owner=owner,
+        max_records=max_records,
+        records=ordered,
+        record_checksums=checksums,
+        receipts=receipts,
+        snapshot_sha256=snapshot_digest(checksums, receipts),
+    )
 
 
 def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> dict[str, ReceiptEvidence]:
@@ -275,13 +313,35 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
             ops[target] = (checksum, digest)
         missing = [k for k in keys if k not in ops]
         if missing:
-            raise MissingEvidence(f"feedback references a missing retrieval receipt ({len(missing)} requests, e.g. "
-                                  f"{missing[0]}); such records cannot be used for learning")
-        for (request_id, receipt_checksum, schema_version, scope, query, policy, fusion, count, ints, floats,
-             node_ids, base_ids, adjustments) in tx.receipt_projection_rows(owner, keys):
-            header = {"schema_version": int(schema_version), "request_id": request_id, "owner": owner,
-                      "scope_key": scope, "query": query, "ranking_policy": policy, "fusion": fusion,
-                      "candidate_count": int(count)}
+            raise MissingEvidence(
+                f"feedback references a missing retrieval receipt ({len(missing)} requests, e.g. "
+                f"{missing[0]}); such records cannot be used for learning"
+            )
+        for (
+            request_id,
+            receipt_checksum,
+            schema_version,
+            scope,
+            query,
+            policy,
+            fusion,
+            count,
+            ints,
+            floats,
+            node_ids,
+            base_ids,
+            adjustments,
+        ) in tx.receipt_projection_rows(owner, keys):
+            header = {
+                "schema_version": int(schema_version),
+                "request_id": request_id,
+                "owner": owner,
+                "scope_key": scope,
+                "query": query,
+                "ranking_policy": policy,
+                "fusion": fusion,
+                "candidate_count": int(count),
+            }
             if request_id in evidence:
                 raise AmbiguousRecord(f"two projections claim request {request_id}; the store needs repair")
             if receipt_checksum != ops[request_id][0]:
@@ -299,16 +359,23 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
         first, second = pool.map(digest_all, (items[:half], items[half:]))
     for item, digest in zip(items, first + second):
         if digest != ops[item.request_id][1]:
-            raise CorruptRecord(f"the candidate projection of receipt {item.request_id} does not match the receipt; "
-                                "restore it from a backup")
+            raise CorruptRecord(
+                f"the candidate projection of receipt {item.request_id} does not match the receipt; "
+                "restore it from a backup"
+            )
     absent = [k for k in keys if k not in evidence]
     if absent:
         raise MissingEvidence(f"receipt {absent[0]} has no candidate projection; the store needs repair")
     return evidence
 
 
-def snapshot_from_receipts(owner: str, receipts: Iterable[tuple[RetrievalReceipt, str]],
-                           records: Iterable[RelevanceRecord], *, max_records: int = DEFAULT_MAX_RECORDS) -> FeedbackSnapshot:
+def snapshot_from_receipts(
+    owner: str,
+    receipts: Iterable[tuple[RetrievalReceipt, str]],
+    records: Iterable[RelevanceRecord],
+    *,
+    max_records: int = DEFAULT_MAX_RECORDS,
+) -> FeedbackSnapshot:
     """A snapshot over exported models (receipt, checksum) and records, without a store."""
     owner = check_owner(owner)
     evidence: dict[str, ReceiptEvidence] = {}
@@ -327,6 +394,11 @@ def snapshot_from_receipts(owner: str, receipts: Iterable[tuple[RetrievalReceipt
         raise SnapshotTooLarge(f"{len(by_id)} records exceed max_records={max_records}")
     checksums = {k: r.checksum() for k, r in by_id.items()}
     ordered = tuple(RecordView.of(by_id[k]) for k in sorted(by_id))
-    return FeedbackSnapshot(owner=owner, max_records=max_records, records=ordered, record_checksums=checksums,
-                            receipts=evidence, snapshot_sha256=snapshot_digest(checksums, evidence))
-
+    return FeedbackSnapshot(
+        owner=owner,
+        max_records=max_records,
+        records=ordered,
+        record_checksums=checksums,
+        receipts=evidence,
+        snapshot_sha256=snapshot_digest(checksums, evidence),
+    )

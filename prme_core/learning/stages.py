@@ -48,27 +48,43 @@ class SplitSummary(FrozenModel):
 
     @property
     def coverage_sufficient(self) -> bool:
-        return (self.coverage.training_queries >= self.min_training_queries
-                and self.coverage.validation_queries >= self.min_validation_queries)
+        return (
+            self.coverage.training_queries >= self.min_training_queries
+            and self.coverage.validation_queries >= self.min_validation_queries
+        )
 
     @property
     def replay_exact(self) -> bool:
         return self.replay_mismatches == 0
 
 
-def split_stage(snapshot: FeedbackSnapshot, *, owner: str, scopes: Any, config: LearningConfig | None = None,
-                query_groups: dict[str, str] | None = None) -> SplitSummary:
+def split_stage(
+    snapshot: FeedbackSnapshot,
+    *,
+    owner: str,
+    scopes: Any,
+    config: LearningConfig | None = None,
+    query_groups: dict[str, str] | None = None,
+) -> SplitSummary:
     prepared = prepare(snapshot, owner=owner, scopes=scopes, config=config, query_groups=query_groups)
     replay = baseline_replay_check(prepared)
     cfg = prepared.config
     return SplitSummary(
-        owner=prepared.owner, scopes=prepared.scopes, snapshot_sha256=prepared.snapshot_sha256, config=cfg,
-        coverage=coverage_of(prepared), exclusions=prepared.exclusions,
-        min_training_queries=cfg.min_training_queries, min_validation_queries=cfg.min_validation_queries,
-        replay_candidates=replay.candidates, replay_mismatches=replay.mismatches,
+        owner=prepared.owner,
+        scopes=prepared.scopes,
+        snapshot_sha256=prepared.snapshot_sha256,
+        config=cfg,
+        coverage=coverage_of(prepared),
+        exclusions=prepared.exclusions,
+        min_training_queries=cfg.min_training_queries,
+        min_validation_queries=cfg.min_validation_queries,
+        replay_candidates=replay.candidates,
+        replay_mismatches=replay.mismatches,
         replay_worst_difference=replay.worst_difference,
-        groups=tuple(SplitGroup(group_id=g, split="validation" if info.validation else "train",
-                                requests=len(info.requests)) for g, info in sorted(prepared.groups.items())),
+        groups=tuple(
+            SplitGroup(group_id=g, split="validation" if info.validation else "train", requests=len(info.requests))
+            for g, info in sorted(prepared.groups.items())
+        ),
     )
 
 
@@ -89,31 +105,53 @@ class HoldoutOutcome(FrozenModel):
     evaluation: FullRetrievalEvaluation | None = None
 
 
-def holdout_stage(client: Any, proposal: LearningEvaluation,
-                  config: FullRetrievalEvaluationConfig | dict[str, Any] | None = None) -> HoldoutOutcome:
+def holdout_stage(
+    client: Any, proposal: LearningEvaluation, config: FullRetrievalEvaluationConfig | dict[str, Any] | None = None
+) -> HoldoutOutcome:
     """Run the registered holdout against what currently serves the scope set."""
     baseline_id, baseline = client.holdout_baseline(proposal.owner, proposal.scopes)
-    common = dict(owner=proposal.owner, scopes=proposal.scopes, proposal_input_checksum=proposal.input_checksum,
-                  baseline_profile_id=baseline_id)
+    common = dict(
+        owner=proposal.owner,
+        scopes=proposal.scopes,
+        proposal_input_checksum=proposal.input_checksum,
+        baseline_profile_id=baseline_id,
+    )
     try:
-        run = client.run_holdout(proposal.owner, proposal.scopes, candidate_multipliers=proposal.multipliers,
-                                 baseline_multipliers=baseline, excluded_query_digests=proposal.query_digests())
+        run = client.run_holdout(
+            proposal.owner,
+            proposal.scopes,
+            candidate_multipliers=proposal.multipliers,
+            baseline_multipliers=baseline,
+            excluded_query_digests=proposal.query_digests(),
+        )
     except MemoryChangedDuringHoldout as exc:
-        return HoldoutOutcome(status="memory_changed", memory_before=exc.before, memory_after=exc.after,
-                              message=str(exc), **common)
+        return HoldoutOutcome(
+            status="memory_changed", memory_before=exc.before, memory_after=exc.after, message=str(exc), **common
+        )
     except HoldoutQueryNotFound as exc:
         return HoldoutOutcome(status="no_holdout_queries", message=str(exc), **common)
     except HoldoutOverlapsTraining as exc:
         return HoldoutOutcome(status="query_overlap", message=str(exc), **common)
     evaluation = run.evaluate(proposal.input_checksum, config)
-    return HoldoutOutcome(status="evaluated", memory_before=run.memory_artifact_sha256,
-                          memory_after=run.memory_artifact_sha256, evaluation=evaluation, **common)
+    return HoldoutOutcome(
+        status="evaluated",
+        memory_before=run.memory_artifact_sha256,
+        memory_after=run.memory_artifact_sha256,
+        evaluation=evaluation,
+        **common,
+    )
 
 
 def candidate_profile_id(proposal: LearningEvaluation, holdout: FullRetrievalEvaluation) -> UUID:
     """A profile id derived from its evidence, so re-materializing creates no duplicate."""
-    key = ["prme:candidate-profile:v1", proposal.owner, list(proposal.scopes), proposal.input_checksum,
-           holdout.input_checksum, proposal.multipliers.model_dump()]
+    key = [
+        "prme:candidate-profile:v1",
+        proposal.owner,
+        list(proposal.scopes),
+        proposal.input_checksum,
+        holdout.input_checksum,
+        proposal.multipliers.model_dump(),
+    ]
     return uuid5(NAMESPACE_URL, canonical_json(key).decode())
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID
 
 import numpy as np
@@ -35,16 +35,25 @@ from prme_core.retrieval.config import WEIGHT_FIELDS, PackingConfig, ScoringWeig
 from prme_core.retrieval.formula import sort_key, weighted_base_scores
 from prme_core.types import sorted_unique
 
-SYNTHETIC_CLOCK = datetime(2025, 1, 1, tzinfo=timezone.utc)
+SYNTHETIC_CLOCK = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _uuid(rng: random.Random) -> UUID:
     return UUID(int=rng.getrandbits(128), version=4)
 
 
-def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Sequence[str] = ("personal",),
-                      candidates: int = 20, signal: str = "lexical", noise: float = 0.15,
-                      threshold: float = 0.75, weights: ScoringWeights | None = None) -> tuple[RetrievalReceipt, set[UUID]]:
+def synthetic_receipt(
+    rng: random.Random,
+    *,
+    owner: str,
+    query: str,
+    scopes: Sequence[str] = ("personal",),
+    candidates: int = 20,
+    signal: str = "lexical",
+    noise: float = 0.15,
+    threshold: float = 0.75,
+    weights: ScoringWeights | None = None,
+) -> tuple[RetrievalReceipt, set[UUID]]:
     """A replayable receipt and the set of its candidates planted as relevant."""
     weights = weights or ScoringWeights()
     neutral = [NEUTRAL_FACTORS[name] for name in FACTOR_NAMES] + [0.0] * INTERACTION_COUNT  # no interactions
@@ -57,30 +66,55 @@ def synthetic_receipt(rng: random.Random, *, owner: str, query: str, scopes: Seq
     ids = [_uuid(rng) for _ in range(candidates)]
     paths = [("lexical", "semantic") if rng.random() < 0.5 else ("lexical",) for _ in range(candidates)]
     path_scores = [min(len(p) / 3.0, 1.0) for p in paths]
-    order = sorted(range(candidates), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i],
-                                                              ids[i].int, False))
+    order = sorted(
+        range(candidates), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i], ids[i].int, False)
+    )
     cands = []
-    for rank, i in enumerate(order):
-        trace = ScoreTrace(**dict(zip(TRACE_FEATURES, (float(v) for v in feats[i]), strict=True)),
-                           path_score=path_scores[i], base_score=float(scores[i]))
-        cands.append(ReceiptCandidate(
-            node_id=ids[i], scope=scopes[0], content_sha256=hashlib.sha256(ids[i].bytes).hexdigest(),
-            score=float(scores[i]), paths=paths[i],
-            provenance=ScoreProvenance(formula_version=1, base_node_id=ids[i], weights=0, trace=trace),
-        ))
+    for i in order:
+        trace = ScoreTrace(
+            **dict(zip(TRACE_FEATURES, (float(v) for v in feats[i]), strict=True)),
+            path_score=path_scores[i],
+            base_score=float(scores[i]),
+        )
+        cands.append(
+            ReceiptCandidate(
+                node_id=ids[i],
+                scope=scopes[0],
+                content_sha256=hashlib.sha256(ids[i].bytes).hexdigest(),
+                score=float(scores[i]),
+                paths=paths[i],
+                provenance=ScoreProvenance(formula_version=1, base_node_id=ids[i], weights=0, trace=trace),
+            )
+        )
     receipt = RetrievalReceipt.build(
-        schema_version=CURRENT_SCHEMA_VERSION, request_id=_uuid(rng), owner=owner, query=query,
-        reference_time=SYNTHETIC_CLOCK, scopes=sorted_unique(scopes), result_limit=candidates, min_score=0.0,
-        scoring=weights, packing=PackingConfig(receipt_pool_depth=0), weight_sets=(weights,),
-        ranking_policy="score_path_id", candidates=tuple(cands), pool=CandidatePool.unrecorded(candidates),
+        schema_version=CURRENT_SCHEMA_VERSION,
+        request_id=_uuid(rng),
+        owner=owner,
+        query=query,
+        reference_time=SYNTHETIC_CLOCK,
+        scopes=sorted_unique(scopes),
+        result_limit=candidates,
+        min_score=0.0,
+        scoring=weights,
+        packing=PackingConfig(receipt_pool_depth=0),
+        weight_sets=(weights,),
+        ranking_policy="score_path_id",
+        candidates=tuple(cands),
+        pool=CandidatePool.unrecorded(candidates),
         execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
     )
     return receipt, {ids[i] for i in range(candidates) if relevant_mask[i]}
 
 
-def synthetic_record(rng: random.Random, receipt: RetrievalReceipt, relevant: set[UUID], *,
-                     judged: int | None = None, shuffle: bool = False,
-                     method: str = "structured_evaluation") -> RelevanceRecord:
+def synthetic_record(
+    rng: random.Random,
+    receipt: RetrievalReceipt,
+    relevant: set[UUID],
+    *,
+    judged: int | None = None,
+    shuffle: bool = False,
+    method: str = "structured_evaluation",
+) -> RelevanceRecord:
     """Labels for the first ``judged`` candidates (all by default); ``shuffle`` permutes the
     labels among those candidates (the null control: same label counts, no signal)."""
     nodes = [c.node_id for c in receipt.candidates][: judged or len(receipt.candidates)]
@@ -88,7 +122,13 @@ def synthetic_record(rng: random.Random, receipt: RetrievalReceipt, relevant: se
     if shuffle:
         rng.shuffle(labels)
     return RelevanceRecord(
-        feedback_id=_uuid(rng), request_id=receipt.request_id, labels=dict(zip(nodes, labels)),
-        surface="results", method=method, owner=receipt.owner, recorded_at=SYNTHETIC_CLOCK,
-        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(), scope_key=scope_key(receipt.scopes),
+        feedback_id=_uuid(rng),
+        request_id=receipt.request_id,
+        labels=dict(zip(nodes, labels)),
+        surface="results",
+        method=method,
+        owner=receipt.owner,
+        recorded_at=SYNTHETIC_CLOCK,
+        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(),
+        scope_key=scope_key(receipt.scopes),
     )

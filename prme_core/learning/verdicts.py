@@ -56,9 +56,11 @@ def _coverage_needs(training: int, validation: int, config: LearningConfig) -> d
     short_t = max(0, config.min_training_queries - training)
     short_v = max(0, config.min_validation_queries - validation)
     more = max(math.ceil(short_t / (1.0 - config.validation_fraction)), math.ceil(short_v / config.validation_fraction))
-    return {"more_groups_needed": more,
-            "needs": f"needs about {more} more judged queries to reach {config.min_training_queries} training and "
-                     f"{config.min_validation_queries} validation groups"}
+    return {
+        "more_groups_needed": more,
+        "needs": f"needs about {more} more judged queries to reach {config.min_training_queries} training and "
+        f"{config.min_validation_queries} validation groups",
+    }
 
 
 def _power_needs(estimate: GroupsNeeded, more: int | None, noun: str) -> dict[str, Any]:
@@ -70,48 +72,81 @@ def _power_needs(estimate: GroupsNeeded, more: int | None, noun: str) -> dict[st
         needs = f"enough {noun} for 80% power at the observed gain"
     else:
         needs = f"needs about {more} more {noun}"
-    return {"observed_sd": estimate.sd if estimate.observed_groups >= 2 else None,
-            "groups_for_power": estimate.groups_for_power, "more_groups_needed": more, "needs": needs}
+    return {
+        "observed_sd": estimate.sd if estimate.observed_groups >= 2 else None,
+        "groups_for_power": estimate.groups_for_power,
+        "more_groups_needed": more,
+        "needs": needs,
+    }
 
 
 def coverage_verdict(split: SplitSummary) -> Verdict:
     c = split.coverage
-    facts = {"training_groups": c.training_queries, "validation_groups": c.validation_queries,
-             "min_training_groups": split.min_training_queries, "min_validation_groups": split.min_validation_queries,
-             "requests_with_pairs": c.requests_with_pairs, "explicit_pairs": c.explicit_pairs,
-             "feedback_records": c.feedback_records, **{f"excluded_{k}": v for k, v in split.exclusions.items()}}
+    facts = {
+        "training_groups": c.training_queries,
+        "validation_groups": c.validation_queries,
+        "min_training_groups": split.min_training_queries,
+        "min_validation_groups": split.min_validation_queries,
+        "requests_with_pairs": c.requests_with_pairs,
+        "explicit_pairs": c.explicit_pairs,
+        "feedback_records": c.feedback_records,
+        **{f"excluded_{k}": v for k, v in split.exclusions.items()},
+    }
     if split.coverage_sufficient:
         return Verdict(True, f"{c.training_queries} training and {c.validation_queries} validation groups", facts)
-    return Verdict(False, f"insufficient coverage: {c.training_queries}/{split.min_training_queries} training and "
-                          f"{c.validation_queries}/{split.min_validation_queries} validation groups; collect more "
-                          "judged queries for this scope set",
-                   {**facts, "decision": "insufficient_data",
-                    **_coverage_needs(c.training_queries, c.validation_queries, split.config)}, expected=True)
+    return Verdict(
+        False,
+        f"insufficient coverage: {c.training_queries}/{split.min_training_queries} training and "
+        f"{c.validation_queries}/{split.min_validation_queries} validation groups; collect more "
+        "judged queries for this scope set",
+        {
+            **facts,
+            "decision": "insufficient_data",
+            **_coverage_needs(c.training_queries, c.validation_queries, split.config),
+        },
+        expected=True,
+    )
 
 
 def replay_verdict(split: SplitSummary) -> Verdict:
-    facts = {"judged_candidates": split.replay_candidates, "mismatches": split.replay_mismatches,
-             "largest_difference": split.replay_worst_difference}
+    facts = {
+        "judged_candidates": split.replay_candidates,
+        "mismatches": split.replay_mismatches,
+        "largest_difference": split.replay_worst_difference,
+    }
     if split.replay_exact:
         return Verdict(True, f"all {split.replay_candidates} judged candidates replay exactly at unity", facts)
-    return Verdict(False, f"{split.replay_mismatches} judged candidates do not replay to their recorded scores; "
-                          "the receipts cannot support learning", facts)
+    return Verdict(
+        False,
+        f"{split.replay_mismatches} judged candidates do not replay to their recorded scores; "
+        "the receipts cannot support learning",
+        facts,
+    )
 
 
 def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
     interval = proposal.validation_gain_interval
-    facts = {"decision": proposal.decision, "validation_ndcg_gain": proposal.validation_ndcg_gain,
-             "interval_low": None if interval is None else interval[0],
-             "interval_high": None if interval is None else interval[1],
-             "validation_pairwise_gain": proposal.validation_pairwise_gain,
-             "min_ndcg_gain": proposal.config.min_ndcg_gain, "input_checksum": proposal.input_checksum,
-             **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()}}
+    facts = {
+        "decision": proposal.decision,
+        "validation_ndcg_gain": proposal.validation_ndcg_gain,
+        "interval_low": None if interval is None else interval[0],
+        "interval_high": None if interval is None else interval[1],
+        "validation_pairwise_gain": proposal.validation_pairwise_gain,
+        "min_ndcg_gain": proposal.config.min_ndcg_gain,
+        "input_checksum": proposal.input_checksum,
+        **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()},
+    }
     if proposal.decision == "improved_on_observed_candidates":
-        return Verdict(True, f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
-                             f"[{interval[0]:+.4f}, {interval[1]:+.4f}]", facts)  # type: ignore[index]
+        return Verdict(
+            True,
+            f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
+            f"[{interval[0]:+.4f}, {interval[1]:+.4f}]",
+            facts,
+        )  # type: ignore[index]
     if proposal.decision == "insufficient_data":
-        needs = _coverage_needs(proposal.coverage.training_queries, proposal.coverage.validation_queries,
-                                proposal.config)
+        needs = _coverage_needs(
+            proposal.coverage.training_queries, proposal.coverage.validation_queries, proposal.config
+        )
     else:
         needs = _power_needs(*offline_groups_needed(proposal), "judged queries")
     return Verdict(False, f"offline gate: {proposal.decision}", {**facts, **needs}, expected=True)
@@ -122,24 +157,41 @@ def holdout_memory_verdict(outcome: HoldoutOutcome) -> Verdict:
     if outcome.status == "memory_changed":
         return Verdict(False, "memory changed while the holdout ran; pause writes for this owner and rerun", facts)
     if outcome.status != "evaluated":
-        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", facts,
-                       expected=outcome.status == "no_holdout_queries")
-    return Verdict(outcome.memory_before == outcome.memory_after, "memory unchanged across all paired retrievals", facts)
+        return Verdict(
+            False,
+            f"no holdout evaluation ({outcome.status}): {outcome.message}",
+            facts,
+            expected=outcome.status == "no_holdout_queries",
+        )
+    return Verdict(
+        outcome.memory_before == outcome.memory_after, "memory unchanged across all paired retrievals", facts
+    )
 
 
 def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
     e = outcome.evaluation
     if e is None:
-        return Verdict(False, f"no holdout evaluation ({outcome.status}): {outcome.message}", {"status": outcome.status},
-                       expected=outcome.status == "no_holdout_queries")
+        return Verdict(
+            False,
+            f"no holdout evaluation ({outcome.status}): {outcome.message}",
+            {"status": outcome.status},
+            expected=outcome.status == "no_holdout_queries",
+        )
     interval = e.ndcg_gain_interval
-    facts = {"decision": e.decision, "ndcg_gain": e.ndcg_gain, "recall_gain": e.recall_gain, "mrr_gain": e.mrr_gain,
-             "interval_low": None if interval is None else interval[0],
-             "interval_high": None if interval is None else interval[1],
-             "regression_fraction": e.regression_fraction, "query_groups": e.coverage.query_groups,
-             "min_query_groups": e.config.min_query_groups, "min_ndcg_gain": e.config.min_ndcg_gain,
-             "max_regression_fraction": e.config.max_regression_fraction,
-             "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id)}
+    facts = {
+        "decision": e.decision,
+        "ndcg_gain": e.ndcg_gain,
+        "recall_gain": e.recall_gain,
+        "mrr_gain": e.mrr_gain,
+        "interval_low": None if interval is None else interval[0],
+        "interval_high": None if interval is None else interval[1],
+        "regression_fraction": e.regression_fraction,
+        "query_groups": e.coverage.query_groups,
+        "min_query_groups": e.config.min_query_groups,
+        "min_ndcg_gain": e.config.min_ndcg_gain,
+        "max_regression_fraction": e.config.max_regression_fraction,
+        "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id),
+    }
     if e.decision == "improved_full_retrieval":
         return Verdict(True, f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups", facts)
     estimate = holdout_groups_needed(e)
@@ -148,6 +200,8 @@ def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
         more = max(e.config.min_query_groups - e.coverage.query_groups, more or 0)
     needs = _power_needs(estimate, more, "judged holdout queries")
     if e.decision == "insufficient_data" and estimate.more_groups is None:
-        needs["needs"] = (f"needs at least {more} more judged holdout queries to reach {e.config.min_query_groups}; "
-                          "no measurable gain so far")
+        needs["needs"] = (
+            f"needs at least {more} more judged holdout queries to reach {e.config.min_query_groups}; "
+            "no measurable gain so far"
+        )
     return Verdict(False, f"holdout gate: {e.decision}", {**facts, **needs}, expected=True)

@@ -65,7 +65,9 @@ class MemoryBank:
             item = {"content": item}
         parsed = parse_model(MemoryInput, item, field)
         if parsed.scope not in self.settings.scopes:
-            raise InvalidInput(f"{field}.scope", f"unknown scope {parsed.scope!r}; configured scopes: {list(self.settings.scopes)}")
+            raise InvalidInput(
+                f"{field}.scope", f"unknown scope {parsed.scope!r}; configured scopes: {list(self.settings.scopes)}"
+            )
         return parsed
 
     def check_scopes(self, scopes: Any, field: str = "scopes") -> tuple[str, ...]:
@@ -101,17 +103,35 @@ class MemoryBank:
             tx.insert_nodes(nodes, caller_ids=caller_ids)
         return nodes
 
-    def link(self, owner: str, source_id: Any, target_id: Any, edge_type: EdgeType | str = EdgeType.RELATES_TO,
-             *, weight: float = 1.0, metadata: Mapping[str, Any] | None = None) -> Edge:
+    def link(
+        self,
+        owner: str,
+        source_id: Any,
+        target_id: Any,
+        edge_type: EdgeType | str = EdgeType.RELATES_TO,
+        *,
+        weight: float = 1.0,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Edge:
         """Add a typed edge between two of the owner's nodes."""
         owner = check_owner(owner)
         source = parse_uuid(source_id, "source_id")
         target = parse_uuid(target_id, "target_id")
         check_no_nul(metadata, "metadata")  # checked here, not on Edge, so stored edges always load
-        edge = parse_model(Edge, {
-            "id": uuid4(), "owner": owner, "source_id": source, "target_id": target, "edge_type": edge_type,
-            "weight": weight, "created_at": utc_now(), "metadata": dict(metadata or {}),
-        }, "edge")
+        edge = parse_model(
+            Edge,
+            {
+                "id": uuid4(),
+                "owner": owner,
+                "source_id": source,
+                "target_id": target,
+                "edge_type": edge_type,
+                "weight": weight,
+                "created_at": utc_now(),
+                "metadata": dict(metadata or {}),
+            },
+            "edge",
+        )
         with self.store.transaction() as tx:
             found = tx.existing_node_ids(owner, [source, target])
             for name, node_id in (("source_id", source), ("target_id", target)):
@@ -132,21 +152,40 @@ class MemoryBank:
             if old is None:
                 raise NodeNotFound(f"node {old_id} does not exist for this owner")
             if not old.is_active:
-                raise InvalidInput("node_id", f"node {old_id} is {old.lifecycle.value}; only active nodes can be superseded")
+                raise InvalidInput(
+                    "node_id", f"node {old_id} is {old.lifecycle.value}; only active nodes can be superseded"
+                )
             if isinstance(replacement, str):
                 replacement = {
-                    "content": replacement, "scope": old.scope, "node_type": old.node_type,
-                    "session_id": old.session_id, "event_time": old.event_time, "salience": old.salience,
-                    "confidence": old.confidence, "epistemic_type": old.epistemic_type, "metadata": old.metadata,
+                    "content": replacement,
+                    "scope": old.scope,
+                    "node_type": old.node_type,
+                    "session_id": old.session_id,
+                    "event_time": old.event_time,
+                    "salience": old.salience,
+                    "confidence": old.confidence,
+                    "epistemic_type": old.epistemic_type,
+                    "metadata": old.metadata,
                 }
             inp = self._input(replacement, "replacement")
             now = utc_now()
             new = _first_version(owner, inp.id or uuid4(), inp, now)
-            retired = old.model_copy(update={
-                "version": old.version + 1, "lifecycle": Lifecycle.SUPERSEDED, "superseded_by": new.id, "updated_at": now,
-            })
-            edge = Edge(id=uuid4(), owner=owner, source_id=new.id, target_id=old.id,
-                        edge_type=EdgeType.SUPERSEDES, created_at=now)
+            retired = old.model_copy(
+                update={
+                    "version": old.version + 1,
+                    "lifecycle": Lifecycle.SUPERSEDED,
+                    "superseded_by": new.id,
+                    "updated_at": now,
+                }
+            )
+            edge = Edge(
+                id=uuid4(),
+                owner=owner,
+                source_id=new.id,
+                target_id=old.id,
+                edge_type=EdgeType.SUPERSEDES,
+                created_at=now,
+            )
             tx.insert_nodes([new], [edge], caller_ids=[inp.id] if inp.id else [])
             tx.write_versions([retired])
         return new
@@ -161,9 +200,13 @@ class MemoryBank:
                 raise NodeNotFound(f"node {key} does not exist for this owner")
             if current.lifecycle is Lifecycle.ARCHIVED:
                 raise InvalidInput("node_id", f"node {key} is already archived")
-            archived = current.model_copy(update={
-                "version": current.version + 1, "lifecycle": Lifecycle.ARCHIVED, "updated_at": utc_now(),
-            })
+            archived = current.model_copy(
+                update={
+                    "version": current.version + 1,
+                    "lifecycle": Lifecycle.ARCHIVED,
+                    "updated_at": utc_now(),
+                }
+            )
             tx.write_versions([archived])
         return archived
 
@@ -198,8 +241,15 @@ class MemoryBank:
                 raise NodeNotFound(f"node {key} does not exist for this owner")
             return tx.edges_of(owner, key)
 
-    def scan(self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False,
-             cursor: str | None = None, limit: int = 100) -> Page:
+    def scan(
+        self,
+        owner: str,
+        *,
+        scopes: Sequence[str] | None = None,
+        include_inactive: bool = False,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> Page:
         """One page (1..1000 nodes) of the owner's current nodes in insertion order."""
         owner = check_owner(owner)
         limit = check_limit(limit, maximum=MAX_PAGE)
@@ -214,8 +264,9 @@ class MemoryBank:
         next_cursor = str(rows[-1][0]) if more and rows else None
         return Page(items=tuple(node for _, node in rows), next_cursor=next_cursor)
 
-    def iterate(self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False,
-                page_size: int = 500) -> Iterator[MemoryNode]:
+    def iterate(
+        self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False, page_size: int = 500
+    ) -> Iterator[MemoryNode]:
         """Every current node of the owner, fetched in bounded pages."""
         cursor: str | None = None
         while True:
@@ -236,9 +287,22 @@ def _parse_cursor(cursor: str | None) -> int:
 
 def _first_version(owner: str, node_id: UUID, inp: MemoryInput, now: Any) -> MemoryNode:
     return MemoryNode(
-        id=node_id, owner=owner, version=1, scope=inp.scope, node_type=inp.node_type, content=inp.content,
-        content_hash=content_sha256(inp.content), session_id=inp.session_id, event_time=inp.event_time,
-        created_at=now, updated_at=now, valid_from=inp.valid_from, valid_to=inp.valid_to,
-        salience=inp.salience, confidence=inp.confidence, epistemic_type=inp.epistemic_type,
-        lifecycle=inp.lifecycle, metadata=inp.metadata,
+        id=node_id,
+        owner=owner,
+        version=1,
+        scope=inp.scope,
+        node_type=inp.node_type,
+        content=inp.content,
+        content_hash=content_sha256(inp.content),
+        session_id=inp.session_id,
+        event_time=inp.event_time,
+        created_at=now,
+        updated_at=now,
+        valid_from=inp.valid_from,
+        valid_to=inp.valid_to,
+        salience=inp.salience,
+        confidence=inp.confidence,
+        epistemic_type=inp.epistemic_type,
+        lifecycle=inp.lifecycle,
+        metadata=inp.metadata,
     )

@@ -139,7 +139,7 @@ class MemoryInput(FrozenModel):
         return _check_stored_metadata(value)
 
     @model_validator(mode="after")
-    def _coherent(self) -> "MemoryInput":
+    def _coherent(self) -> MemoryInput:
         if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
             raise ValueError("valid_to must be later than valid_from")
         return self
@@ -176,7 +176,7 @@ class MemoryNode(FrozenModel):
     superseded_by: UUID | None = None
 
     @model_validator(mode="after")
-    def _hash_matches(self) -> "MemoryNode":
+    def _hash_matches(self) -> MemoryNode:
         if content_sha256(self.content) != self.content_hash:
             raise ValueError("content_hash does not match the content")
         return self
@@ -204,7 +204,7 @@ class Edge(FrozenModel):
         return _check_metadata(value)
 
     @model_validator(mode="after")
-    def _not_a_loop(self) -> "Edge":
+    def _not_a_loop(self) -> Edge:
         if self.source_id == self.target_id:
             raise ValueError("an edge must join two different nodes")
         return self
@@ -215,4 +215,3 @@ class Page(FrozenModel):
 
     items: tuple[MemoryNode, ...]
     next_cursor: str | None = None
-

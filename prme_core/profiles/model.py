@@ -45,7 +45,7 @@ class RankingProfile(FrozenModel):
     holdout: FullRetrievalEvaluation
 
     @model_validator(mode="after")
-    def _evidence_allows_it(self) -> "RankingProfile":
+    def _evidence_allows_it(self) -> RankingProfile:
         p, h = self.proposal, self.holdout
         if p.owner != self.owner or h.owner != self.owner:
             raise ValueError("both reports must belong to the profile's owner")
@@ -77,7 +77,8 @@ class RankingProfile(FrozenModel):
 
     def application(self) -> RankingProfileApplication:
         return RankingProfileApplication(
-            profile_id=self.profile_id, multipliers=self.multipliers,
+            profile_id=self.profile_id,
+            multipliers=self.multipliers,
             feature_identity_sha256=self.holdout.feature_identity_sha256,
             base_scoring=self.holdout.base_scoring,
         )
@@ -104,7 +105,7 @@ class RankingProfileState(FrozenModel):
     application: RankingProfileApplication | None = None
     changed_at: UtcDatetime
     _replayed: bool = PrivateAttr(default=False)
-    _superseded_by: "RankingProfileState | None" = PrivateAttr(default=None)
+    _superseded_by: RankingProfileState | None = PrivateAttr(default=None)
 
     @property
     def replayed(self) -> bool:
@@ -112,11 +113,11 @@ class RankingProfileState(FrozenModel):
         return self._replayed
 
     @property
-    def superseded_by(self) -> "RankingProfileState | None":
+    def superseded_by(self) -> RankingProfileState | None:
         """On a replay: the pointer's newest change when it is not this one (None: still in force)."""
         return self._superseded_by
 
-    def as_replay(self, newest: "RankingProfileState") -> "RankingProfileState":
+    def as_replay(self, newest: RankingProfileState) -> RankingProfileState:
         """This stored change as returned to a retry, given the pointer's newest change."""
         replay = self.model_copy()
         replay._replayed = True
@@ -124,7 +125,7 @@ class RankingProfileState(FrozenModel):
         return replay
 
     @model_validator(mode="after")
-    def _coherent(self) -> "RankingProfileState":
+    def _coherent(self) -> RankingProfileState:
         if self.action == "activate" and self.active_profile_id is None:
             raise ValueError("an activation must name the profile it activates")
         if self.action == "deactivate" and self.active_profile_id is not None:

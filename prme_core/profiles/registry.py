@@ -55,8 +55,16 @@ Applicability = Callable[[RankingProfile], str | None]  # reason it cannot apply
 
 # --- profiles -------------------------------------------------------------------------------
 
-def create_profile(store: Store, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, *, owner: Any,
-                   profile_id: Any = None, baseline_profile_id: Any = None) -> RankingProfile:
+
+def create_profile(
+    store: Store,
+    proposal: LearningEvaluation,
+    holdout: FullRetrievalEvaluation,
+    *,
+    owner: Any,
+    profile_id: Any = None,
+    baseline_profile_id: Any = None,
+) -> RankingProfile:
     """Validate and persist a profile (its complete evidence) without activating it."""
     owner = check_owner(owner)
     pid = uuid4() if profile_id is None else parse_uuid(profile_id, "profile_id")
@@ -66,16 +74,30 @@ def create_profile(store: Store, proposal: LearningEvaluation, holdout: FullRetr
         if base is None:
             raise ProfileNotFound(f"baseline profile {baseline} does not exist for this owner")
         if base.scopes != tuple(holdout.scopes) or base.multipliers != holdout.baseline_multipliers:
-            raise InvalidInput("baseline_profile_id", "the holdout's baseline arm did not use that profile's "
-                               "scope set and multipliers")
+            raise InvalidInput(
+                "baseline_profile_id", "the holdout's baseline arm did not use that profile's scope set and multipliers"
+            )
     try:
-        profile = RankingProfile(profile_id=pid, owner=owner, scopes=tuple(holdout.scopes),
-                                 multipliers=proposal.multipliers, baseline_profile_id=baseline,
-                                 created_at=utc_now(), proposal=proposal, holdout=holdout)
+        profile = RankingProfile(
+            profile_id=pid,
+            owner=owner,
+            scopes=tuple(holdout.scopes),
+            multipliers=proposal.multipliers,
+            baseline_profile_id=baseline,
+            created_at=utc_now(),
+            proposal=proposal,
+            holdout=holdout,
+        )
     except ValidationError as exc:
         raise InvalidInput(*describe(exc, "profile")) from None
-    draft = OperationDraft(id=record_operation_id("ranking-profile", owner, pid), owner=owner, op_type=OP_PROFILE,
-                           payload=profile.canonical_bytes(), scope_key=profile.scope_key, target_id=str(pid))
+    draft = OperationDraft(
+        id=record_operation_id("ranking-profile", owner, pid),
+        owner=owner,
+        op_type=OP_PROFILE,
+        payload=profile.canonical_bytes(),
+        scope_key=profile.scope_key,
+        target_id=str(pid),
+    )
     with store.transaction() as tx:
         stored, written = tx.append_operation(draft)
     if written:
@@ -97,12 +119,17 @@ def get_profile(store: Store, profile_id: Any, owner: Any) -> RankingProfile | N
 def list_profiles(store: Store, owner: Any, *, after: Any = None, limit: int = 100) -> list[RankingProfile]:
     owner = check_owner(owner)
     with store.transaction(read_only=True) as tx:
-        ops = tx.list_operations(owner, OP_PROFILE, after_target=None if after is None else str(parse_uuid(after, "after")),
-                                 limit=check_limit(limit))
+        ops = tx.list_operations(
+            owner,
+            OP_PROFILE,
+            after_target=None if after is None else str(parse_uuid(after, "after")),
+            limit=check_limit(limit),
+        )
     return [parse_record(RankingProfile, op, owner, "profile_id") for op in ops]
 
 
 # --- the pointer ----------------------------------------------------------------------------
+
 
 def _latest_op(tx: StoreSession, owner: str, key: str) -> StoredOperation | None:
     ops = tx.list_operations(owner, OP_STATE, scope_key=key, limit=1, order="seq", newest_first=True)
@@ -136,7 +163,8 @@ def _replaced(profile_id: UUID, served: RankingProfileState, latest: RankingProf
         f"change {served.change_id} at {served.changed_at.isoformat()}) and was replaced since: {latest.action} change "
         f"{latest.change_id} at {latest.changed_at.isoformat()} left {latest.active_profile_id or 'base scoring'} "
         "active. An orchestrated activation does not undo that; to serve the profile again, roll back to it "
-        f"deliberately (rollback_ranking_profile, or rollback_profile_job with profile_id={profile_id})")
+        f"deliberately (rollback_ranking_profile, or rollback_profile_job with profile_id={profile_id})"
+    )
 
 
 def current_state(store: Store, owner: Any, scopes: Any) -> RankingProfileState | None:
@@ -158,8 +186,9 @@ def profile_status(store: Store, profile_id: Any, owner: Any) -> RankingProfileS
     if profile is None:
         return None
     latest = current_state(store, profile.owner, profile.scopes)
-    return RankingProfileStatus(profile=profile, active=bool(latest and latest.active_profile_id == profile.profile_id),
-                                latest_change=latest)
+    return RankingProfileStatus(
+        profile=profile, active=bool(latest and latest.active_profile_id == profile.profile_id), latest_change=latest
+    )
 
 
 def _all_states(store: Store, owner: str, scopes: Any) -> list[RankingProfileState]:
@@ -170,7 +199,9 @@ def _all_states(store: Store, owner: str, scopes: Any) -> list[RankingProfileSta
     return [parse_record(RankingProfileState, op, owner, "change_id") for op in ops]
 
 
-def history(store: Store, owner: Any, scopes: Any, *, limit: int = 100, before: Any = None) -> list[RankingProfileState]:
+def history(
+    store: Store, owner: Any, scopes: Any, *, limit: int = 100, before: Any = None
+) -> list[RankingProfileState]:
     """Pointer changes of (owner, exact scope set), newest first; pass ``before`` (a change id
     from the previous page) to continue."""
     owner = check_owner(owner)
@@ -181,7 +212,7 @@ def history(store: Store, owner: Any, scopes: Any, *, limit: int = 100, before: 
         index = next((i for i, s in enumerate(states) if s.change_id == marker), None)
         if index is None:
             raise InvalidInput("before", f"{marker} is not a change of this scope set")
-        states = states[index + 1:]
+        states = states[index + 1 :]
     return states[:limit]
 
 
@@ -195,9 +226,18 @@ def served_at(store: Store, owner: Any, scopes: Any, at: datetime) -> RankingPro
     return None
 
 
-def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action: str, target: RankingProfile | None,
-                   change_id: UUID | None, expected: Any = KEEP, applicability: Applicability | None = None,
-                   reactivate: bool = True) -> RankingProfileState:
+def change_pointer(
+    store: Store,
+    *,
+    owner: str,
+    scopes: tuple[str, ...],
+    action: str,
+    target: RankingProfile | None,
+    change_id: UUID | None,
+    expected: Any = KEEP,
+    applicability: Applicability | None = None,
+    reactivate: bool = True,
+) -> RankingProfileState:
     """Append one pointer change under the per-key lock, or return the stored change of an exact
     retry marked ``replayed`` (``superseded_by`` names the newer change if the pointer moved).
 
@@ -217,8 +257,9 @@ def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action:
         if existing is not None:
             first = parse_record(RankingProfileState, existing, owner, "change_id")
             if (first.action, first.scopes, first.active_profile_id) != (action, scopes, target_id):
-                raise IdempotencyConflict(f"change_id {change} already identifies a different ranking profile "
-                                          "transition; the first stands")
+                raise IdempotencyConflict(
+                    f"change_id {change} already identifies a different ranking profile transition; the first stands"
+                )
             if replaced:
                 raise _replaced(target_id, first, latest)
             return first.as_replay(latest)
@@ -229,7 +270,8 @@ def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action:
         if expected is not KEEP and current != expected:
             raise StaleProfileError(
                 f"the active profile of {owner!r}/{key!r} is {current or 'base scoring'}, not the expected "
-                f"{expected or 'base scoring'}; it changed since you looked: re-inspect and retry")
+                f"{expected or 'base scoring'}; it changed since you looked: re-inspect and retry"
+            )
         if current == target_id:
             raise NoOpTransition(f"{action} would leave {target_id or 'base scoring'} active; nothing to change")
         if target is not None and applicability is not None:
@@ -239,9 +281,16 @@ def change_pointer(store: Store, *, owner: str, scopes: tuple[str, ...], action:
         now = utc_now()
         if latest is not None and now <= latest.changed_at:
             now = latest.changed_at + timedelta(microseconds=1)  # history stays strictly ordered
-        state = RankingProfileState(change_id=change, owner=owner, scopes=scopes, action=action,  # type: ignore[arg-type]
-                                    previous_profile_id=current, active_profile_id=target_id,
-                                    application=None if target is None else target.application(), changed_at=now)
+        state = RankingProfileState(
+            change_id=change,
+            owner=owner,
+            scopes=scopes,
+            action=action,  # type: ignore[arg-type]
+            previous_profile_id=current,
+            active_profile_id=target_id,
+            application=None if target is None else target.application(),
+            changed_at=now,
+        )
         record_change(tx, state)
         return state
 
@@ -255,8 +304,14 @@ def record_change(tx: StoreSession, state: RankingProfileState) -> None:
     """
     key = scope_key(state.scopes)
     op_id = record_operation_id("ranking-profile-state", state.owner, state.change_id)
-    draft = OperationDraft(id=op_id, owner=state.owner, op_type=OP_STATE, payload=state.canonical_bytes(),
-                           scope_key=key, target_id=str(state.change_id))
+    draft = OperationDraft(
+        id=op_id,
+        owner=state.owner,
+        op_type=OP_STATE,
+        payload=state.canonical_bytes(),
+        scope_key=key,
+        target_id=str(state.change_id),
+    )
     stored, _ = tx.append_operation(draft)
     tx.index_pointer_change(stored)
     tx.write_pointer_head(state.owner, key, stored)
@@ -276,17 +331,23 @@ def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState 
     head, newest = tx.pointer_position(owner, key)
     if head is None:
         if newest is not None:
-            raise PointerHeadStale(f"the pointer of {owner!r}/{key!r} has changes in the log but no head row; "
-                                   "rebuild the head from the log (rebuild_pointer_head)")
+            raise PointerHeadStale(
+                f"the pointer of {owner!r}/{key!r} has changes in the log but no head row; "
+                "rebuild the head from the log (rebuild_pointer_head)"
+            )
         return None
     if newest is None or head != newest:
-        raise PointerHeadStale(f"the pointer head of {owner!r}/{key!r} names {head[0]}, which is not the newest "
-                               "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)")
+        raise PointerHeadStale(
+            f"the pointer head of {owner!r}/{key!r} names {head[0]}, which is not the newest "
+            "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)"
+        )
     op_id, seq = newest
     op = tx.operation_at(op_id, seq)
     if op is None or op.op_type != OP_STATE or op.scope_key != key:
-        raise CorruptRecord(f"pointer change {op_id} of {owner!r}/{key!r} is missing from the log or filed "
-                            "elsewhere; restore the store from a backup")
+        raise CorruptRecord(
+            f"pointer change {op_id} of {owner!r}/{key!r} is missing from the log or filed "
+            "elsewhere; restore the store from a backup"
+        )
     state = parse_record(RankingProfileState, op.verified(owner), owner, "change_id")
     if scope_key(state.scopes) != key:
         raise CorruptRecord(f"pointer change {state.change_id} is filed under {key!r} but names another scope set")
@@ -310,8 +371,15 @@ def rebuild_pointer_head(store: Store, owner: Any, scopes: Any) -> RankingProfil
         return state
 
 
-def activate(store: Store, profile_id: Any, *, owner: Any, change_id: Any = None,
-             applicability: Applicability | None = None, reactivate: bool = True) -> RankingProfileState:
+def activate(
+    store: Store,
+    profile_id: Any,
+    *,
+    owner: Any,
+    change_id: Any = None,
+    applicability: Applicability | None = None,
+    reactivate: bool = True,
+) -> RankingProfileState:
     """Activate a profile over exactly the baseline it was evaluated against.
 
     An existing ``change_id`` returns the earlier record marked ``replayed``; compare its
@@ -324,22 +392,50 @@ def activate(store: Store, profile_id: Any, *, owner: Any, change_id: Any = None
     profile = get_profile(store, profile_id, owner)
     if profile is None:
         raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
-    return change_pointer(store, owner=owner, scopes=profile.scopes, action="activate", target=profile,
-                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"),
-                          expected=profile.baseline_profile_id, applicability=applicability, reactivate=reactivate)
+    return change_pointer(
+        store,
+        owner=owner,
+        scopes=profile.scopes,
+        action="activate",
+        target=profile,
+        change_id=None if change_id is None else parse_uuid(change_id, "change_id"),
+        expected=profile.baseline_profile_id,
+        applicability=applicability,
+        reactivate=reactivate,
+    )
 
 
-def deactivate(store: Store, *, owner: Any, scopes: Any, change_id: Any = None,
-               expected_profile_id: Any = KEEP) -> RankingProfileState:
+def deactivate(
+    store: Store, *, owner: Any, scopes: Any, change_id: Any = None, expected_profile_id: Any = KEEP
+) -> RankingProfileState:
     """Return (owner, scope set) to base scoring: a recorded state, unlike "never activated"."""
     owner = check_owner(owner)
-    expected = expected_profile_id if expected_profile_id in (KEEP, None) else parse_uuid(expected_profile_id, "expected_profile_id")
-    return change_pointer(store, owner=owner, scopes=check_scope_set(scopes), action="deactivate", target=None,
-                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"), expected=expected)
+    expected = (
+        expected_profile_id
+        if expected_profile_id in (KEEP, None)
+        else parse_uuid(expected_profile_id, "expected_profile_id")
+    )
+    return change_pointer(
+        store,
+        owner=owner,
+        scopes=check_scope_set(scopes),
+        action="deactivate",
+        target=None,
+        change_id=None if change_id is None else parse_uuid(change_id, "change_id"),
+        expected=expected,
+    )
 
 
-def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_id: Any = None,
-             expected_profile_id: Any = KEEP, applicability: Applicability | None = None) -> RankingProfileState:
+def rollback(
+    store: Store,
+    profile_id: Any,
+    *,
+    owner: Any,
+    scopes: Any,
+    change_id: Any = None,
+    expected_profile_id: Any = KEEP,
+    applicability: Applicability | None = None,
+) -> RankingProfileState:
     """Point (owner, scope set) at an earlier profile of it, or at base scoring (``None``)."""
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
@@ -350,14 +446,30 @@ def rollback(store: Store, profile_id: Any, *, owner: Any, scopes: Any, change_i
             raise ProfileNotFound(f"ranking profile {profile_id} does not exist for this owner")
         if target.scopes != scope_set:
             raise InvalidInput("profile_id", f"profile {profile_id} belongs to scope set {target.scope_key!r}")
-    expected = expected_profile_id if expected_profile_id in (KEEP, None) else parse_uuid(expected_profile_id, "expected_profile_id")
-    return change_pointer(store, owner=owner, scopes=scope_set, action="rollback", target=target,
-                          change_id=None if change_id is None else parse_uuid(change_id, "change_id"), expected=expected,
-                          applicability=applicability)
+    expected = (
+        expected_profile_id
+        if expected_profile_id in (KEEP, None)
+        else parse_uuid(expected_profile_id, "expected_profile_id")
+    )
+    return change_pointer(
+        store,
+        owner=owner,
+        scopes=scope_set,
+        action="rollback",
+        target=target,
+        change_id=None if change_id is None else parse_uuid(change_id, "change_id"),
+        expected=expected,
+        applicability=applicability,
+    )
 
 
-def inapplicable_reason(application_features_sha: str, application_scoring: ScoringWeights, *,
-                        running_features_sha: str, running_scoring: ScoringWeights) -> str | None:
+def inapplicable_reason(
+    application_features_sha: str,
+    application_scoring: ScoringWeights,
+    *,
+    running_features_sha: str,
+    running_scoring: ScoringWeights,
+) -> str | None:
     """Why a profile cannot apply to a pipeline: rank fusion, features or base scoring differ."""
     if running_scoring.fusion != "weighted":
         return "rank_fusion_scoring"
@@ -366,4 +478,3 @@ def inapplicable_reason(application_features_sha: str, application_scoring: Scor
     if application_scoring != running_scoring:
         return "base_scoring_mismatch"
     return None
-

@@ -36,8 +36,9 @@ class PointerResolver:
         with self.store.transaction(read_only=True) as tx:
             return pointer_head(tx, owner, key)
 
-    def __call__(self, owner: str, scopes: tuple[str, ...], scoring: ScoringWeights,
-                 features_sha256: str) -> ProfileResolution:
+    def __call__(
+        self, owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, features_sha256: str
+    ) -> ProfileResolution:
         key = scope_key(scopes)
         try:
             try:
@@ -53,8 +54,9 @@ class PointerResolver:
         app = None if state is None else state.application
         if app is None:
             return ProfileResolution("none")
-        reason = inapplicable_reason(app.feature_identity_sha256, app.base_scoring,
-                                     running_features_sha=features_sha256, running_scoring=scoring)
+        reason = inapplicable_reason(
+            app.feature_identity_sha256, app.base_scoring, running_features_sha=features_sha256, running_scoring=scoring
+        )
         if reason is not None:
             return ProfileResolution("inapplicable", None, app.profile_id, reason)
         return ProfileResolution("applied", app.multipliers, app.profile_id, None)

@@ -144,7 +144,7 @@ class ScoreAdjustment(FrozenModel):
     source_node_id: UUID | None = None
 
     @model_validator(mode="after")
-    def _coherent(self) -> "ScoreAdjustment":
+    def _coherent(self) -> ScoreAdjustment:
         if self.kind == "neural_blend":
             if self.neural_score is None or not 0.0 <= self.coefficient <= 1.0:
                 raise ValueError("neural_blend needs a neural_score and a coefficient in [0, 1]")
@@ -181,7 +181,7 @@ class ScoreProvenance(FrozenModel):
     rank_fusion: RankFusion | None = None
 
     @model_validator(mode="after")
-    def _formula_fields(self) -> "ScoreProvenance":
+    def _formula_fields(self) -> ScoreProvenance:
         if (self.formula_version == 2) != (self.rank_fusion is not None):
             raise ValueError("formula 2 provenance records rank_fusion; formula 1 provenance does not")
         return self
@@ -208,13 +208,19 @@ class ReceiptCandidate(FrozenModel):
     @classmethod
     def _default_base_node(cls, data: Any) -> Any:
         # The canonical form omits provenance.base_node_id when it is the candidate itself.
-        if isinstance(data, dict) and isinstance(data.get("provenance"), dict) and "base_node_id" not in data["provenance"]:
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("provenance"), dict)
+            and "base_node_id" not in data["provenance"]
+        ):
             data = {**data, "provenance": {**data["provenance"], "base_node_id": data.get("node_id")}}
         return data
 
     @model_validator(mode="after")
-    def _membership(self) -> "ReceiptCandidate":
-        if self.in_context != (self.representation is not None) or self.in_context != (self.context_position is not None):
+    def _membership(self) -> ReceiptCandidate:
+        if self.in_context != (self.representation is not None) or self.in_context != (
+            self.context_position is not None
+        ):
             raise ValueError(f"candidate {self.node_id}: in_context, representation and context_position disagree")
         if self.has_content != (self.representation in ("full", "prose")):
             raise ValueError(f"candidate {self.node_id}: has_content needs an included text representation")
@@ -288,7 +294,7 @@ class RetrievalReceipt(FrozenModel):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self, info: ValidationInfo) -> "RetrievalReceipt":
+    def _consistent(self, info: ValidationInfo) -> RetrievalReceipt:
         v = self.schema_version
         draft = bool((info.context or {}).get("prme_draft"))  # build() fills projection_sha256 next
         ids = [c.node_id for c in self.candidates]
@@ -339,7 +345,9 @@ class RetrievalReceipt(FrozenModel):
                 raise ValueError(f"candidate {c.node_id} names weight set {p.weights}, which does not exist")
             fusion = self.weight_sets[p.weights].fusion
             if (p.formula_version == 2) != (fusion == "rrf"):
-                raise ValueError(f"candidate {c.node_id}: formula version {p.formula_version} disagrees with fusion={fusion!r}")
+                raise ValueError(
+                    f"candidate {c.node_id}: formula version {p.formula_version} disagrees with fusion={fusion!r}"
+                )
             if p.formula_version == 2 and v < RANK_FUSION_SINCE:
                 raise ValueError(f"rank fusion provenance requires a version {RANK_FUSION_SINCE} receipt")
             for op in p.adjustments:
@@ -367,7 +375,9 @@ class RetrievalReceipt(FrozenModel):
             at = member.get(p.base_node_id)
             if at is None:
                 if pool.complete and pool.replayable:
-                    raise ValueError(f"candidate {c.node_id}: its score source {p.base_node_id} is not in the complete pool")
+                    raise ValueError(
+                        f"candidate {c.node_id}: its score source {p.base_node_id} is not in the complete pool"
+                    )
                 continue
             if p.formula_version == 1 and tuple(p.trace.feature_row()) != pool.features[at]:
                 raise ValueError(f"candidate {c.node_id}: its trace features differ from pool member {at}")
@@ -379,7 +389,7 @@ class RetrievalReceipt(FrozenModel):
     __hash__ = FrozenModel.__hash__
 
     @classmethod
-    def build(cls, **fields: Any) -> "RetrievalReceipt":
+    def build(cls, **fields: Any) -> RetrievalReceipt:
         """Validate a new receipt and fill in its ``projection_sha256`` (computed from the
         validated candidates, so every other invariant is checked exactly once)."""
         draft = cls.model_validate({**fields, "projection_sha256": "0" * 64}, context={"prme_draft": True})
@@ -401,7 +411,9 @@ class RetrievalReceipt(FrozenModel):
         layout = layout_for(v)
         data["candidates"] = [_candidate_dict(c, layout) for c in self.candidates]
         if v >= PROVENANCE_SINCE:
-            data["weight_sets"] = [_drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets]
+            data["weight_sets"] = [
+                _drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets
+            ]
         else:
             del data["ranking_policy"]
         if v >= EXECUTION_SINCE:
@@ -433,15 +445,23 @@ def _trace_by_layout(candidate: Any, layout: FeatureLayout) -> Any:
         return candidate
     trace = prov["trace"]
     if len(trace) != len(layout.trace_fields):
-        raise ValueError(f"a score trace of this receipt version holds {len(layout.trace_fields)} numbers in the "
-                         f"order {layout.trace_fields}")
+        raise ValueError(
+            f"a score trace of this receipt version holds {len(layout.trace_fields)} numbers in the "
+            f"order {layout.trace_fields}"
+        )
     return {**candidate, "provenance": {**prov, "trace": dict(zip(layout.trace_fields, trace))}}
 
 
 def _candidate_dict(c: ReceiptCandidate, layout: FeatureLayout) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "node_id": str(c.node_id), "scope": c.scope, "content_sha256": c.content_sha256, "score": c.score,
-        "paths": list(c.paths), "in_context": c.in_context, "has_content": c.has_content, "token_cost": c.token_cost,
+        "node_id": str(c.node_id),
+        "scope": c.scope,
+        "content_sha256": c.content_sha256,
+        "score": c.score,
+        "paths": list(c.paths),
+        "in_context": c.in_context,
+        "has_content": c.has_content,
+        "token_cost": c.token_cost,
     }
     if c.cross_scope:
         data["cross_scope"] = True
@@ -452,8 +472,11 @@ def _candidate_dict(c: ReceiptCandidate, layout: FeatureLayout) -> dict[str, Any
         data["representation"] = c.representation
     if c.provenance is not None:
         p = c.provenance
-        prov: dict[str, Any] = {"formula_version": p.formula_version, "weights": p.weights,
-                                "trace": p.trace.as_array(layout)}
+        prov: dict[str, Any] = {
+            "formula_version": p.formula_version,
+            "weights": p.weights,
+            "trace": p.trace.as_array(layout),
+        }
         if p.base_node_id != c.node_id:
             prov["base_node_id"] = str(p.base_node_id)
         if p.adjustments:
@@ -464,8 +487,13 @@ def _candidate_dict(c: ReceiptCandidate, layout: FeatureLayout) -> dict[str, Any
     return data
 
 
-def _apply_history(value: Any, history: tuple[tuple[str, int, Any], ...], version: int, where: str,
-                   model: type[ScoringWeights] | type[PackingConfig]) -> Any:
+def _apply_history(
+    value: Any,
+    history: tuple[tuple[str, int, Any], ...],
+    version: int,
+    where: str,
+    model: type[ScoringWeights] | type[PackingConfig],
+) -> Any:
     """Check a versioned sub-object: every field is recorded explicitly, except those a later
     version introduced, which an older receipt may not record (parsing fills their historical
     meaning). A model instance (from code, not JSON) may carry a later field only at its
@@ -479,8 +507,10 @@ def _apply_history(value: Any, history: tuple[tuple[str, int, Any], ...], versio
     for name, since, historical in history:
         if version < since:
             if name in value and not (from_model and value[name] == historical):
-                raise ValueError(f"{where}.{name} was introduced in receipt version {since}; a version {version} "
-                                 "receipt cannot record it")
+                raise ValueError(
+                    f"{where}.{name} was introduced in receipt version {since}; a version {version} "
+                    "receipt cannot record it"
+                )
             value[name] = historical
     newer = {name for name, since, _ in history if version < since}
     missing = [f for f in model.model_fields if f not in value and f not in newer]

@@ -72,7 +72,7 @@ class CandidatePool(FrozenModel):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CandidatePool":
+    def _consistent(self) -> CandidatePool:
         m = len(self.node_ids)
         if self.complete != (self.size <= self.depth):
             raise ValueError("pool.complete must say whether the pool size is at most its depth")
@@ -82,8 +82,11 @@ class CandidatePool(FrozenModel):
             raise ValueError("pool.features and pool.paths hold one entry per member")
         if self.replayable == (self.reason is not None):
             raise ValueError("a pool names a reason exactly when it is not replayable")
-        if len(set(self.node_ids)) != m or len(set(self.outside_ids)) != len(self.outside_ids) \
-                or set(self.node_ids) & set(self.outside_ids):
+        if (
+            len(set(self.node_ids)) != m
+            or len(set(self.outside_ids)) != len(self.outside_ids)
+            or set(self.node_ids) & set(self.outside_ids)
+        ):
             raise ValueError("pool members and outside neighbours are distinct nodes")
         width = len(FEATURE_LAYOUT.features)
         for row in self.features:
@@ -110,11 +113,25 @@ class CandidatePool(FrozenModel):
         return self
 
     @classmethod
-    def unrecorded(cls, size: int, reason: PoolReason = "not_recorded") -> "CandidatePool":
+    def unrecorded(cls, size: int, reason: PoolReason = "not_recorded") -> CandidatePool:
         """A depth-0 pool: only its size is known (synthetic receipts, recording off)."""
-        return cls(depth=0, size=size, complete=size == 0, replayable=False, reason=reason, current_state=False,
-                   episodic=False, node_ids=(), features=(), paths=(), cross_scope=(), update_eligible=(),
-                   neighbours=(), outside_ids=(), outside_cross_scope=())
+        return cls(
+            depth=0,
+            size=size,
+            complete=size == 0,
+            replayable=False,
+            reason=reason,
+            current_state=False,
+            episodic=False,
+            node_ids=(),
+            features=(),
+            paths=(),
+            cross_scope=(),
+            update_eligible=(),
+            neighbours=(),
+            outside_ids=(),
+            outside_cross_scope=(),
+        )
 
     def canonical_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

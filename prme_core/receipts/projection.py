@@ -39,6 +39,8 @@ def _float_columns(layout: FeatureLayout) -> tuple[str, ...]:
 def float_columns(schema_version: int) -> tuple[str, ...]:
     """The float columns of a projection of a receipt of ``schema_version``."""
     return _float_columns(layout_for(max(schema_version, 1)))
+
+
 INT_COLUMNS = ("rank", "formula_version", "in_context", "has_content", "context_position", "token_cost")
 TEXT_COLUMNS = ("node_id", "base_node_id", "adjustments")
 CANDIDATE_COLUMNS = (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)
@@ -67,9 +69,13 @@ def scope_key(scopes: Sequence[str]) -> str:
 
 def receipt_header(receipt: Projectable) -> dict[str, Any]:
     return {
-        "schema_version": receipt.schema_version, "request_id": str(receipt.request_id), "owner": receipt.owner,
-        "scope_key": scope_key(receipt.scopes), "query": receipt.query,
-        "ranking_policy": receipt.ranking_policy or "", "fusion": receipt.scoring.fusion,
+        "schema_version": receipt.schema_version,
+        "request_id": str(receipt.request_id),
+        "owner": receipt.owner,
+        "scope_key": scope_key(receipt.scopes),
+        "query": receipt.query,
+        "ranking_policy": receipt.ranking_policy or "",
+        "fusion": receipt.scoring.fusion,
         "candidate_count": len(receipt.candidates),
     }
 
@@ -144,7 +150,9 @@ class PackedProjection:
 
     def int_block(self) -> np.ndarray:
         """The ``INT_COLUMNS`` as one (columns, candidates) int64 matrix."""
-        return np.frombuffer(self.int_columns, dtype="<i8").reshape(len(INT_COLUMNS), int(self.header["candidate_count"]))
+        return np.frombuffer(self.int_columns, dtype="<i8").reshape(
+            len(INT_COLUMNS), int(self.header["candidate_count"])
+        )
 
     @property
     def float_names(self) -> tuple[str, ...]:
@@ -153,8 +161,9 @@ class PackedProjection:
 
     def float_block(self) -> np.ndarray:
         """The ``float_names`` columns as one (columns, candidates) float64 matrix."""
-        return np.frombuffer(self.float_columns, dtype="<f8").reshape(len(self.float_names),
-                                                                     int(self.header["candidate_count"]))
+        return np.frombuffer(self.float_columns, dtype="<f8").reshape(
+            len(self.float_names), int(self.header["candidate_count"])
+        )
 
     def arrays(self) -> dict[str, Any]:
         """Column name → numpy array (or list of strings for the text columns)."""
@@ -174,8 +183,14 @@ def pack_columns(header: Mapping[str, Any], columns: Mapping[str, Sequence[Any]]
     names = float_columns(int(header["schema_version"]))
     floats = np.array([columns[c] for c in names], dtype="<f8").reshape(len(names), n)
     floats[np.isnan(floats)] = np.nan  # one NaN bit pattern
-    return PackedProjection(dict(header), ints.tobytes(), floats.tobytes(), "\x1f".join(columns["node_id"]),
-                            "\x1f".join(columns["base_node_id"]), "\x1f".join(columns["adjustments"]))
+    return PackedProjection(
+        dict(header),
+        ints.tobytes(),
+        floats.tobytes(),
+        "\x1f".join(columns["node_id"]),
+        "\x1f".join(columns["base_node_id"]),
+        "\x1f".join(columns["adjustments"]),
+    )
 
 
 def packed_projection(receipt: Projectable) -> PackedProjection:

@@ -92,8 +92,10 @@ def _require_provenance(receipt: Replayable) -> None:
 
 def final_scores(receipt: Replayable, base: np.ndarray) -> list[float]:
     """Base scores with each candidate's recorded operations applied in order."""
-    return [apply_adjustments(b, c.provenance.adjustments) if c.provenance.adjustments else b  # type: ignore[union-attr]
-            for b, c in zip(base.tolist(), receipt.candidates)]
+    return [
+        apply_adjustments(b, c.provenance.adjustments) if c.provenance.adjustments else b  # type: ignore[union-attr]
+        for b, c in zip(base.tolist(), receipt.candidates)
+    ]
 
 
 def replay_scores(receipt: Replayable) -> list[float]:
@@ -105,7 +107,13 @@ def replay_order(receipt: Replayable, scores: list[float]) -> list[int]:
     """Candidate indices in the order the recorded sort policy gives for ``scores``."""
     policy = receipt.ranking_policy or "score_path_id"
     keys = [
-        sort_key(policy, s, c.provenance.trace.path_score if c.provenance else 0.0, c.node_id.int, c.reranker_score is not None)
+        sort_key(
+            policy,
+            s,
+            c.provenance.trace.path_score if c.provenance else 0.0,
+            c.node_id.int,
+            c.reranker_score is not None,
+        )
         for s, c in zip(scores, receipt.candidates)
     ]
     return sorted(range(len(keys)), key=keys.__getitem__)
@@ -114,7 +122,9 @@ def replay_order(receipt: Replayable, scores: list[float]) -> list[int]:
 def replay(receipt: Replayable) -> ReplayResult:
     scores = replay_scores(receipt)
     order = replay_order(receipt, scores)
-    return ReplayResult(scores=tuple(scores[i] for i in order), order=tuple(receipt.candidates[i].node_id for i in order))
+    return ReplayResult(
+        scores=tuple(scores[i] for i in order), order=tuple(receipt.candidates[i].node_id for i in order)
+    )
 
 
 def check_replay(receipt: Replayable) -> None:
@@ -123,10 +133,14 @@ def check_replay(receipt: Replayable) -> None:
     base = base_scores(receipt)
     for b, c in zip(base.tolist(), receipt.candidates):
         if b != c.provenance.trace.base_score:  # type: ignore[union-attr]
-            raise ReplayMismatch(f"candidate {c.node_id}: replayed base score {b!r} != recorded {c.provenance.trace.base_score!r}")  # type: ignore[union-attr]
+            raise ReplayMismatch(
+                f"candidate {c.node_id}: replayed base score {b!r} != recorded {c.provenance.trace.base_score!r}"
+            )  # type: ignore[union-attr]
     scores = final_scores(receipt, base)
     for s, c in zip(scores, receipt.candidates):
         if s != c.score:
-            raise ReplayMismatch(f"score provenance does not reproduce the returned score of {c.node_id}: {s!r} != {c.score!r}")
+            raise ReplayMismatch(
+                f"score provenance does not reproduce the returned score of {c.node_id}: {s!r} != {c.score!r}"
+            )
     if replay_order(receipt, scores) != list(range(len(scores))):
         raise ReplayMismatch("score provenance does not reproduce the returned ranking order")

@@ -33,16 +33,30 @@ def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
 
 
 def _draft(receipt: RetrievalReceipt, payload: bytes | None = None) -> OperationDraft:
-    return OperationDraft(id=receipt_operation_id(receipt.owner, receipt.request_id), owner=receipt.owner,
-                          op_type=OP_RECEIPT, payload=payload if payload is not None else receipt_bytes(receipt),
-                          scope_key=scope_key(receipt.scopes), target_id=str(receipt.request_id))
+    return OperationDraft(
+        id=receipt_operation_id(receipt.owner, receipt.request_id),
+        owner=receipt.owner,
+        op_type=OP_RECEIPT,
+        payload=payload if payload is not None else receipt_bytes(receipt),
+        scope_key=scope_key(receipt.scopes),
+        target_id=str(receipt.request_id),
+    )
 
 
 def _projection_row(receipt: RetrievalReceipt, checksum: str) -> tuple:
     """The receipt's ``receipt_projections`` row (``storage.session.PROJECTION_COLUMNS`` order)."""
     packed = packed_projection(receipt)
-    return (receipt.owner, str(receipt.request_id), checksum, *(packed.header[c] for c in PROJECTION_HEADER_COLUMNS),
-            packed.int_columns, packed.float_columns, packed.node_ids, packed.base_node_ids, packed.adjustments)
+    return (
+        receipt.owner,
+        str(receipt.request_id),
+        checksum,
+        *(packed.header[c] for c in PROJECTION_HEADER_COLUMNS),
+        packed.int_columns,
+        packed.float_columns,
+        packed.node_ids,
+        packed.base_node_ids,
+        packed.adjustments,
+    )
 
 
 def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | None = None) -> StoredOperation:
@@ -69,8 +83,10 @@ def write_receipts(tx: StoreSession, receipts: Sequence[RetrievalReceipt]) -> li
     try:
         tx.insert_new_operations(drafts)
     except DuplicateKey:
-        raise IdempotencyConflict("a request id of these receipts already has a stored receipt (or repeats "
-                                  "within the batch); nothing of the batch is kept once the transaction ends") from None
+        raise IdempotencyConflict(
+            "a request id of these receipts already has a stored receipt (or repeats "
+            "within the batch); nothing of the batch is kept once the transaction ends"
+        ) from None
     tx.insert_receipt_projections([_projection_row(r, d.checksum) for r, d in zip(receipts, drafts)])
     return [d.checksum for d in drafts]
 

@@ -21,8 +21,12 @@ TWO_HOP_DECAY = 0.5
 
 
 def generation_parameters() -> dict[str, int]:
-    return {"lexical_top_k": LEXICAL_TOP_K, "semantic_top_k": SEMANTIC_TOP_K,
-            "graph_seeds": GRAPH_SEEDS, "graph_hops": GRAPH_HOPS}
+    return {
+        "lexical_top_k": LEXICAL_TOP_K,
+        "semantic_top_k": SEMANTIC_TOP_K,
+        "graph_seeds": GRAPH_SEEDS,
+        "graph_hops": GRAPH_HOPS,
+    }
 
 
 @dataclass
@@ -53,8 +57,11 @@ class Pool:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bm25, semantic, graph) as float64 arrays in pool order."""
-        return (np.array(self.bm25_values, dtype=np.float64), np.array(self.semantic_values, dtype=np.float64),
-                np.array(self.graph_values, dtype=np.float64))
+        return (
+            np.array(self.bm25_values, dtype=np.float64),
+            np.array(self.semantic_values, dtype=np.float64),
+            np.array(self.graph_values, dtype=np.float64),
+        )
 
 
 def _top_k(scores: np.ndarray, eligible: np.ndarray, k: int) -> np.ndarray:
@@ -66,13 +73,16 @@ def _top_k(scores: np.ndarray, eligible: np.ndarray, k: int) -> np.ndarray:
     return candidates
 
 
-def generate_pool(corpus: Corpus, eligible: np.ndarray, *, query_tokens: list[str], query_vector: np.ndarray,
-                  mode: str) -> Pool:
+def generate_pool(
+    corpus: Corpus, eligible: np.ndarray, *, query_tokens: list[str], query_vector: np.ndarray, mode: str
+) -> Pool:
     """Channel candidates and graph neighbours of the best seeds, restricted to ``eligible``."""
     bm25_all = corpus.lexical.scores(query_tokens)
     semantic_all = np.maximum(corpus.vectors.cosine(query_vector), 0.0) if corpus.size else np.zeros(0)
     lexical_rows = _top_k(bm25_all, eligible, LEXICAL_TOP_K) if mode in ("hybrid", "lexical") else np.zeros(0, int)
-    semantic_rows = _top_k(semantic_all, eligible, SEMANTIC_TOP_K) if mode in ("hybrid", "semantic") else np.zeros(0, int)
+    semantic_rows = (
+        _top_k(semantic_all, eligible, SEMANTIC_TOP_K) if mode in ("hybrid", "semantic") else np.zeros(0, int)
+    )
     rows = sorted(set(lexical_rows.tolist()) | set(semantic_rows.tolist()))
     lexical_set, semantic_set = set(lexical_rows.tolist()), set(semantic_rows.tolist())
     pool = Pool()
@@ -84,8 +94,9 @@ def generate_pool(corpus: Corpus, eligible: np.ndarray, *, query_tokens: list[st
     return pool
 
 
-def _expand_graph(corpus: Corpus, pool: Pool, eligible: np.ndarray, bm25_all: np.ndarray,
-                  semantic_all: np.ndarray) -> None:
+def _expand_graph(
+    corpus: Corpus, pool: Pool, eligible: np.ndarray, bm25_all: np.ndarray, semantic_all: np.ndarray
+) -> None:
     if not pool.rows or not corpus.neighbours:
         return
     bm25, semantic, _ = pool.arrays()

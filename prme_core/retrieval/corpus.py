@@ -28,8 +28,13 @@ from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
 from prme_core.storage.base import Store
 
 EPISTEMIC_WEIGHTS = {
-    "observed": 1.0, "asserted": 0.9, "inferred": 0.7, "hypothetical": 0.3, "conditional": 0.5,
-    "deprecated": 0.1, "unverified": 0.5,
+    "observed": 1.0,
+    "asserted": 0.9,
+    "inferred": 0.7,
+    "hypothetical": 0.3,
+    "conditional": 0.5,
+    "deprecated": 0.1,
+    "unverified": 0.5,
 }
 _CONDITION_STATES = {"true": "asserted", "unknown": "hypothetical", "false": "deprecated", "expired": "deprecated"}
 MAX_CACHED_OWNERS = 32
@@ -83,13 +88,13 @@ class _VectorIndex:
         self.matrix = matrix
         self.norms = row_norms(matrix)
         integral = matrix.size == 0 or bool(np.all(matrix == np.round(matrix)))
-        exact = integral and (not self.norms.size or float(self.norms.max()) ** 2 < 2.0 ** 24)
+        exact = integral and (not self.norms.size or float(self.norms.max()) ** 2 < 2.0**24)
         self.sparse = sparse.csr_matrix(matrix) if exact and matrix.size else None
 
     def cosine(self, query: np.ndarray) -> np.ndarray:
         q = np.asarray(query, dtype=np.float32)
         qnorm = float(np.sqrt(np.sum(q.astype(np.float64) ** 2)))
-        if self.sparse is None or qnorm ** 2 >= 2.0 ** 24:
+        if self.sparse is None or qnorm**2 >= 2.0**24:
             return cosine_scores(self.matrix, self.norms, q, qnorm)
         dots = (self.sparse @ q).astype(np.float64)
         denominator = self.norms * qnorm
@@ -155,17 +160,27 @@ def _float_column(table: Any, name: str) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in table.column(name).to_pylist()], dtype=np.float64)
 
 
-def build_corpus(owner: str, revision: int, table: Any, edges: list[tuple[str, str, str, float]],
-                 embedder: EmbeddingProvider, bm25: Bm25Parameters) -> Corpus:
+def build_corpus(
+    owner: str,
+    revision: int,
+    table: Any,
+    edges: list[tuple[str, str, str, float]],
+    embedder: EmbeddingProvider,
+    bm25: Bm25Parameters,
+) -> Corpus:
     ids = [str(v) for v in table.column("id").to_pylist()]
     content = table.column("content").to_pylist()
     scope = np.array(table.column("scope").to_pylist(), dtype=object)
     session = table.column("session_id").to_pylist()
     epistemic_type = table.column("epistemic_type").to_pylist()
     metadata_raw = table.column("metadata").to_pylist()
-    epistemic = np.array([
-        epistemic_weight(e, parse_json(m) if e == "conditional" else None) for e, m in zip(epistemic_type, metadata_raw)
-    ], dtype=np.float64)
+    epistemic = np.array(
+        [
+            epistemic_weight(e, parse_json(m) if e == "conditional" else None)
+            for e, m in zip(epistemic_type, metadata_raw)
+        ],
+        dtype=np.float64,
+    )
     tokens = [lexical_tokens(text) for text in content]
     matrix = embedder.embed_documents(content) if content else np.zeros((0, embedder.dimension), dtype=np.float32)
     sessions: dict[tuple[str, str], list[int]] = {}
@@ -184,19 +199,32 @@ def build_corpus(owner: str, revision: int, table: Any, edges: list[tuple[str, s
         neighbours.setdefault(a, []).append((b, float(weight)))
         neighbours.setdefault(b, []).append((a, float(weight)))
     return Corpus(
-        owner=owner, revision=revision, ids=ids, uuids=[UUID(i) for i in ids], scope=scope,
-        node_type=table.column("node_type").to_pylist(), content=content,
-        content_hash=table.column("content_hash").to_pylist(), session_id=session,
-        event_us=_float_column(table, "event_us"), created_us=_float_column(table, "created_us"),
-        updated_us=_float_column(table, "updated_us"), valid_from_us=_float_column(table, "valid_from_us"),
+        owner=owner,
+        revision=revision,
+        ids=ids,
+        uuids=[UUID(i) for i in ids],
+        scope=scope,
+        node_type=table.column("node_type").to_pylist(),
+        content=content,
+        content_hash=table.column("content_hash").to_pylist(),
+        session_id=session,
+        event_us=_float_column(table, "event_us"),
+        created_us=_float_column(table, "created_us"),
+        updated_us=_float_column(table, "updated_us"),
+        valid_from_us=_float_column(table, "valid_from_us"),
         valid_to_us=_float_column(table, "valid_to_us"),
         salience=np.array(table.column("salience").to_pylist(), dtype=np.float64),
         confidence=np.array(table.column("confidence").to_pylist(), dtype=np.float64),
-        epistemic_type=epistemic_type, epistemic=epistemic,
+        epistemic_type=epistemic_type,
+        epistemic=epistemic,
         dated=np.array([has_date(t) for t in content], dtype=bool),
         updating=np.array([has_update_language(t) for t in content], dtype=bool),
-        lexical=_LexicalIndex(tokens, bm25), vectors=_VectorIndex(matrix),
-        sessions=sessions, session_position=position, neighbours=neighbours, index_of=index_of,
+        lexical=_LexicalIndex(tokens, bm25),
+        vectors=_VectorIndex(matrix),
+        sessions=sessions,
+        session_position=position,
+        neighbours=neighbours,
+        index_of=index_of,
     )
 
 
@@ -208,8 +236,14 @@ class CorpusCache:
     A cache builds with one set of BM25 parameters and serves only corpora built with them.
     """
 
-    def __init__(self, store: Store, embedder: EmbeddingProvider, capacity: int = MAX_CACHED_OWNERS, *,
-                 bm25: Bm25Parameters | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: EmbeddingProvider,
+        capacity: int = MAX_CACHED_OWNERS,
+        *,
+        bm25: Bm25Parameters | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.capacity = capacity

@@ -59,10 +59,14 @@ class HashedEmbedding:
     __slots__ = ("_dimension",)
 
     def __init__(self, dimension: int = DEFAULT_DIMENSION) -> None:
-        if isinstance(dimension, bool) or not isinstance(dimension, int) \
-                or not MIN_DIMENSION <= dimension <= MAX_DIMENSION:
-            raise InvalidInput("dimension", f"must be an integer in [{MIN_DIMENSION}, {MAX_DIMENSION}]; "
-                               f"got {dimension!r}")
+        if (
+            isinstance(dimension, bool)
+            or not isinstance(dimension, int)
+            or not MIN_DIMENSION <= dimension <= MAX_DIMENSION
+        ):
+            raise InvalidInput(
+                "dimension", f"must be an integer in [{MIN_DIMENSION}, {MAX_DIMENSION}]; got {dimension!r}"
+            )
         self._dimension = dimension
 
     @property
@@ -114,7 +118,7 @@ class HashedEmbedding:
     def _token_features(self, token: str) -> tuple[list[int], list[int]]:
         padded = f"<{token}>"
         features = [self._feature("u:" + token, TOKEN_WEIGHT)]
-        features += [self._feature("c:" + padded[i:i + 3], 1) for i in range(len(padded) - 2)]
+        features += [self._feature("c:" + padded[i : i + 3], 1) for i in range(len(padded) - 2)]
         return [c for c, _ in features], [v for _, v in features]
 
 
@@ -137,8 +141,10 @@ def cosine_scores(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, quer
     q = np.asarray(query, dtype=np.float32)
     n = np.asarray(norms, dtype=np.float64)
     if m.ndim != 2 or q.shape != (m.shape[1],) or n.shape != (m.shape[0],):
-        raise InvalidInput("matrix", f"shapes disagree: matrix {m.shape}, norms {n.shape}, query {q.shape}; "
-                           "expected (n, d), (n,) and (d,)")
+        raise InvalidInput(
+            "matrix",
+            f"shapes disagree: matrix {m.shape}, norms {n.shape}, query {q.shape}; expected (n, d), (n,) and (d,)",
+        )
     if not np.isfinite(query_norm) or query_norm < 0:
         raise InvalidInput("query_norm", f"must be finite and >= 0; got {query_norm!r}")
     if n.size and float(n.max()) * query_norm >= _EXACT_FLOAT32:

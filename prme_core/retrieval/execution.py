@@ -16,9 +16,25 @@ from typing import Any
 from prme_core.canonical import canonical_digest
 from prme_core.features import TRACE_FIELDS
 
-_SOURCES = ("formula", "multipliers", "scoring", "query_analysis", "candidates", "corpus", "session_context",
-            "ranked", "ranking", "interaction", "reranker", "packing", "rendering", "text", "embedding", "tokenizer",
-            "pipeline")
+_SOURCES = (
+    "formula",
+    "multipliers",
+    "scoring",
+    "query_analysis",
+    "candidates",
+    "corpus",
+    "session_context",
+    "ranked",
+    "ranking",
+    "interaction",
+    "reranker",
+    "packing",
+    "rendering",
+    "text",
+    "embedding",
+    "tokenizer",
+    "pipeline",
+)
 _PACKAGES = ("prme-learning", "numpy", "bm25s", "pydantic", "orjson")
 _BACKEND_PACKAGES = {"duckdb": "duckdb", "postgresql": "psycopg"}
 
@@ -35,8 +51,9 @@ def source_hashes() -> dict[str, str]:
     return {name: hashlib.sha256((here / f"{name}.py").read_bytes()).hexdigest() for name in _SOURCES}
 
 
-def execution_features(*, backend: str, storage_class: str, embedding: dict[str, Any], lexical: dict[str, Any],
-                       tokenizer: dict[str, Any]) -> dict[str, Any]:
+def execution_features(
+    *, backend: str, storage_class: str, embedding: dict[str, Any], lexical: dict[str, Any], tokenizer: dict[str, Any]
+) -> dict[str, Any]:
     packages = {p: _version(p) for p in _PACKAGES}
     driver = _BACKEND_PACKAGES.get(backend)
     if driver:

@@ -67,7 +67,9 @@ def weighted_base_scores(features: np.ndarray, weights: np.ndarray, scalars: np.
     return round_scores(capped)
 
 
-def rank_fused_scores(semantic_rank: np.ndarray, lexical_rank: np.ndarray, factors: np.ndarray, k: np.ndarray) -> np.ndarray:
+def rank_fused_scores(
+    semantic_rank: np.ndarray, lexical_rank: np.ndarray, factors: np.ndarray, k: np.ndarray
+) -> np.ndarray:
     """Formula 2 for n candidates. Ranks are ≥ 1, or 0 for "not on that channel";
     ``factors`` (n, 3): epistemic, node-type and temporal factors in [0, 1]."""
     kf = k.astype(np.float64)

@@ -41,7 +41,7 @@ class RankingMultipliers(FrozenModel):
         return all(v == 1.0 for v in self.vector())
 
     @classmethod
-    def from_vector(cls, values: "np.ndarray | tuple[float, ...]") -> "RankingMultipliers":
+    def from_vector(cls, values: np.ndarray | tuple[float, ...]) -> RankingMultipliers:
         return cls(**{f: float(v) for f, v in zip(WEIGHT_FIELDS, values, strict=True)})
 
 

@@ -56,7 +56,7 @@ class ContextEntry(FrozenModel):
     has_content: bool
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ContextEntry":
+    def _consistent(self) -> ContextEntry:
         if self.has_content != (self.representation in TEXT_REPRESENTATIONS):
             raise ValueError(f"has_content must be {not self.has_content} for a {self.representation!r} entry")
         if "\n" in self.text or "\r" in self.text:
@@ -100,7 +100,7 @@ class ContextBundle(FrozenModel):
         return tuple(e.node_id for e in self.entries)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ContextBundle":
+    def _consistent(self) -> ContextBundle:
         if self.tokenizer != TOKENIZER_ID:
             raise ValueError(f"tokenizer is {self.tokenizer!r}; this version can only verify {TOKENIZER_ID!r} bundles")
         refs = [e.ref for e in self.entries]
@@ -119,10 +119,19 @@ class ContextBundle(FrozenModel):
         self._check_preamble()
         for e in self.entries:
             if e.token_cost != count_tokens(e.text):
-                raise ValueError(f"entry {e.ref}: token_cost is {e.token_cost} but its text counts {count_tokens(e.text)}")
+                raise ValueError(
+                    f"entry {e.ref}: token_cost is {e.token_cost} but its text counts {count_tokens(e.text)}"
+                )
         # Tokens never span a line break, so the rendered count is the sum of its lines' counts.
-        counted = (count_tokens(self.header) + (count_tokens(self.guidance) if self.guidance else 0)
-                   + sum(e.token_cost for e in self.entries)) if self.entries else 0
+        counted = (
+            (
+                count_tokens(self.header)
+                + (count_tokens(self.guidance) if self.guidance else 0)
+                + sum(e.token_cost for e in self.entries)
+            )
+            if self.entries
+            else 0
+        )
         if self.tokens_used != counted:
             raise ValueError(f"tokens_used is {self.tokens_used} but the rendered context counts {counted}")
         if self.tokens_used > self.token_budget:
@@ -138,8 +147,10 @@ class ContextBundle(FrozenModel):
             return
         if self.header != render_header(self.reference_time, self.context_format):
             raise ValueError("header does not match reference_time and context_format; re-pack instead of editing")
-        expected = {guidance_text(self.context_guidance_mode, temporal_query=q, reference_time=self.reference_time)
-                    for q in (False, True)}
+        expected = {
+            guidance_text(self.context_guidance_mode, temporal_query=q, reference_time=self.reference_time)
+            for q in (False, True)
+        }
         if self.guidance not in expected:
             raise ValueError(f"guidance does not match context_guidance_mode {self.context_guidance_mode!r}")
 
@@ -154,7 +165,11 @@ def entry_cost(item: PackItem, representation: str, fmt: ContextFormat) -> int:
 
 
 def pack(
-    items: Sequence[PackItem], config: PackingConfig, *, reference_time: datetime, temporal_query: bool,
+    items: Sequence[PackItem],
+    config: PackingConfig,
+    *,
+    reference_time: datetime,
+    temporal_query: bool,
     cost: EntryCost = entry_cost,
 ) -> ContextBundle:
     """Pack returned results into a context of at most ``config.token_budget`` tokens.
@@ -165,8 +180,7 @@ def pack(
     by_rank = sorted(items, key=lambda i: i.rank)
     fmt, budget = config.context_format, config.token_budget
     header = render_header(reference_time, fmt)
-    guidance = guidance_text(config.context_guidance_mode, temporal_query=temporal_query,
-                             reference_time=reference_time)
+    guidance = guidance_text(config.context_guidance_mode, temporal_query=temporal_query, reference_time=reference_time)
     used = count_tokens(header) + (count_tokens(guidance) if guidance else 0)
     entries: list[ContextEntry] = []
     if used <= budget:
@@ -178,15 +192,26 @@ def pack(
                 used += entry.token_cost
     packed = {e.node_id for e in entries}
     settings = dict(
-        tokenizer=TOKENIZER_ID, context_format=fmt, context_guidance_mode=config.context_guidance_mode,
-        multipath_ordering=config.multipath_ordering, min_fidelity=config.min_fidelity, token_budget=budget,
-        reference_time=reference_time, excluded_ids=tuple(i.node_id for i in by_rank if i.node_id not in packed),
+        tokenizer=TOKENIZER_ID,
+        context_format=fmt,
+        context_guidance_mode=config.context_guidance_mode,
+        multipath_ordering=config.multipath_ordering,
+        min_fidelity=config.min_fidelity,
+        token_budget=budget,
+        reference_time=reference_time,
+        excluded_ids=tuple(i.node_id for i in by_rank if i.node_id not in packed),
     )
     if not entries:
         return ContextBundle(**settings, header="", guidance=None, entries=(), tokens_used=0, budget_remaining=budget)
     # The bundle's validator recounts the rendered text, so line-by-line costs must add up.
-    return ContextBundle(**settings, header=header, guidance=guidance, entries=tuple(entries),
-                         tokens_used=used, budget_remaining=budget - used)
+    return ContextBundle(
+        **settings,
+        header=header,
+        guidance=guidance,
+        entries=tuple(entries),
+        tokens_used=used,
+        budget_remaining=budget - used,
+    )
 
 
 def _check_inputs(items: Sequence[PackItem], reference_time: datetime) -> None:
@@ -203,22 +228,31 @@ def _fidelity_ladder(min_fidelity: Fidelity) -> tuple[str, ...]:
     return FIDELITY_ORDER[: FIDELITY_ORDER.index(min_fidelity) + 1]
 
 
-def _fit(item: PackItem, ref: int, ladder: tuple[str, ...], fmt: ContextFormat, room: int,
-         cost: EntryCost) -> ContextEntry | None:
+def _fit(
+    item: PackItem, ref: int, ladder: tuple[str, ...], fmt: ContextFormat, room: int, cost: EntryCost
+) -> ContextEntry | None:
     """The richest representation of ``item`` that costs at most ``room`` tokens, if any."""
     for representation in ladder:
         tokens = cost(item, representation, fmt)
         if tokens <= room:
-            return ContextEntry(node_id=item.node_id, ref=ref, rank=item.rank, representation=representation,
-                                text=render_entry(item, ref, representation, fmt), token_cost=tokens,
-                                has_content=representation in TEXT_REPRESENTATIONS)
+            return ContextEntry(
+                node_id=item.node_id,
+                ref=ref,
+                rank=item.rank,
+                representation=representation,
+                text=render_entry(item, ref, representation, fmt),
+                token_cost=tokens,
+                has_content=representation in TEXT_REPRESENTATIONS,
+            )
     return None
 
 
 def _packing_order(by_rank: list[PackItem], config: PackingConfig, cost: EntryCost) -> list[PackItem]:
     """Priority tier first, then the rest; ``config.multipath_ordering`` orders within each tier."""
-    tiers = ([i for i in by_rank if i.node_type in PRIORITY_NODE_TYPES],
-             [i for i in by_rank if i.node_type not in PRIORITY_NODE_TYPES])
+    tiers = (
+        [i for i in by_rank if i.node_type in PRIORITY_NODE_TYPES],
+        [i for i in by_rank if i.node_type not in PRIORITY_NODE_TYPES],
+    )
     return [item for tier in tiers for item in _order_tier(tier, config, cost)]
 
 

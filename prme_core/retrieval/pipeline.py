@@ -56,8 +56,8 @@ from prme_core.retrieval.packing import ContextBundle, entry_cost, pack
 from prme_core.retrieval.query_analysis import QueryAnalysis, analyze_query, temporal_affinity
 from prme_core.retrieval.ranked import Op, Ranked, ordered
 from prme_core.retrieval.ranking import ScoredPool, formula_scores, path_mask, path_score, rank_pool
-from prme_core.retrieval.reranker import Reranker, RerankerSettings, reranker_identity
 from prme_core.retrieval.rendering import PackItem
+from prme_core.retrieval.reranker import Reranker, RerankerSettings, reranker_identity
 from prme_core.retrieval.scoring import (
     competition_ranks,
     pool_relative,
@@ -111,8 +111,12 @@ class RetrievalRequest(FrozenModel):
     retrieval_mode: Annotated[str, StringConstraints(pattern="^(hybrid|lexical|semantic)$")] = "hybrid"
 
     @model_validator(mode="after")
-    def _coherent(self) -> "RetrievalRequest":
-        if self.scoring.fusion == "rrf" and self.ranking_multipliers is not None and not self.ranking_multipliers.is_unity():
+    def _coherent(self) -> RetrievalRequest:
+        if (
+            self.scoring.fusion == "rrf"
+            and self.ranking_multipliers is not None
+            and not self.ranking_multipliers.is_unity()
+        ):
             raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
         return self
 
@@ -181,8 +185,11 @@ class ProfileResolution:
     reason: str | None = None
 
     def as_parameters(self) -> dict[str, Any]:
-        return {"status": self.status, "profile_id": str(self.profile_id) if self.profile_id else None,
-                "reason": self.reason}
+        return {
+            "status": self.status,
+            "profile_id": str(self.profile_id) if self.profile_id else None,
+            "reason": self.reason,
+        }
 
 
 ProfileResolver = Callable[[str, tuple[str, ...], ScoringWeights, str], ProfileResolution]
@@ -195,8 +202,15 @@ def _no_profiles(owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, f
 class RetrievalPipeline:
     """Retrieval over one store; holds the corpus cache and the observed feature identity."""
 
-    def __init__(self, store: Store, *, embedder: EmbeddingProvider, reranker: Reranker | None = None,
-                 reranker_settings: RerankerSettings | None = None, profile_resolver: ProfileResolver | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        embedder: EmbeddingProvider,
+        reranker: Reranker | None = None,
+        reranker_settings: RerankerSettings | None = None,
+        profile_resolver: ProfileResolver | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
@@ -204,7 +218,9 @@ class RetrievalPipeline:
         self.resolve_profile: ProfileResolver = profile_resolver or _no_profiles
         self.corpora = CorpusCache(store, embedder)
         self.features = execution_features(
-            backend=store.backend, storage_class=type(store).__name__, embedding=embedder.identity(),
+            backend=store.backend,
+            storage_class=type(store).__name__,
+            embedding=embedder.identity(),
             lexical={"backend": "bm25s", "version": bm25s.__version__, **BM25_PARAMS, "analyzer": LEXICAL_ANALYZER_ID},
             tokenizer=tokenizer_identity(),
         )
@@ -219,10 +235,13 @@ class RetrievalPipeline:
         request_id = uuid4()
         features = self.features_for_request()
         if request.ranking_multipliers is not None:
-            resolution = ProfileResolution("request_override", request.ranking_multipliers, None, "explicit_multipliers")
+            resolution = ProfileResolution(
+                "request_override", request.ranking_multipliers, None, "explicit_multipliers"
+            )
         else:
-            resolution = self.resolve_profile(request.owner, request.scopes, request.scoring,
-                                              feature_identity_sha256(features))
+            resolution = self.resolve_profile(
+                request.owner, request.scopes, request.scoring, feature_identity_sha256(features)
+            )
         corpus = self.corpora.get(request.owner)
         run = _Run(self, request, corpus, resolution)
         ranked = run.rank()
@@ -236,12 +255,19 @@ class RetrievalPipeline:
             log.warning("retrieval %s: receipt not persisted: %s", request_id, error)
         results = tuple(run.result(i, r, bundle) for i, r in enumerate(ranked))
         meta = RetrievalMetadata(
-            request_id=request_id, receipt_persisted=persisted, receipt_checksum=checksum, receipt_error=error,
-            schema_version=receipt.schema_version, ranking_policy=receipt.ranking_policy or "",
+            request_id=request_id,
+            receipt_persisted=persisted,
+            receipt_checksum=checksum,
+            receipt_error=error,
+            schema_version=receipt.schema_version,
+            ranking_policy=receipt.ranking_policy or "",
             ranking_multipliers=None if run.multipliers is None else run.multipliers.model_dump(),
-            ranking_profile_id=resolution.profile_id, ranking_profile_status=resolution.status,
-            ranking_profile_reason=resolution.reason, candidate_pool_size=len(run.pool_rows),
-            context_tokens=bundle.tokens_used, context_sha256=receipt.context_sha256,
+            ranking_profile_id=resolution.profile_id,
+            ranking_profile_status=resolution.status,
+            ranking_profile_reason=resolution.reason,
+            candidate_pool_size=len(run.pool_rows),
+            context_tokens=bundle.tokens_used,
+            context_sha256=receipt.context_sha256,
             duration_ms=(time.perf_counter() - started) * 1000.0,
         )
         return RetrievalResponse(results=results, bundle=bundle, receipt=receipt, metadata=meta)
@@ -250,8 +276,9 @@ class RetrievalPipeline:
 class _Run:
     """The state of one retrieval while it is ranked, packed and recorded."""
 
-    def __init__(self, pipeline: RetrievalPipeline, request: RetrievalRequest, corpus: Corpus,
-                 resolution: ProfileResolution) -> None:
+    def __init__(
+        self, pipeline: RetrievalPipeline, request: RetrievalRequest, corpus: Corpus, resolution: ProfileResolution
+    ) -> None:
         self.p = pipeline
         self.req = request
         self.corpus = corpus
@@ -284,8 +311,13 @@ class _Run:
         c, req, a = self.corpus, self.req, self.analysis
         eligible, cross = self.eligible()
         query_tokens = lexical_tokens(req.query)
-        pool = generation.generate_pool(c, eligible, query_tokens=query_tokens,
-                                        query_vector=self.p.embedder.embed_query(req.query), mode=req.retrieval_mode)
+        pool = generation.generate_pool(
+            c,
+            eligible,
+            query_tokens=query_tokens,
+            query_vector=self.p.embedder.embed_query(req.query),
+            mode=req.retrieval_mode,
+        )
         self.pool_rows = pool.rows
         self.pool = pool
         rows = np.array(pool.rows, dtype=np.int64)
@@ -304,28 +336,50 @@ class _Run:
         self.applied = adjusted_weights(shifted, self.multipliers)
         w = self.applied
         memory_us = c.memory_us()[rows]
-        recency = recency_factors(stamp_us=c.updated_us[rows], memory_us=memory_us, updating=updating,
-                                  reference_us=to_epoch_us(req.reference_time), recency_lambda=w.recency_lambda,
-                                  current=current)
+        recency = recency_factors(
+            stamp_us=c.updated_us[rows],
+            memory_us=memory_us,
+            updating=updating,
+            reference_us=to_epoch_us(req.reference_time),
+            recency_lambda=w.recency_lambda,
+            current=current,
+        )
         if a.intent == "temporal":
-            affinity = temporal_affinity(c.dated[rows], c.stated_us()[rows].astype(np.int64),
-                                         to_epoch_us(a.window_start), to_epoch_us(a.window_end))
+            affinity = temporal_affinity(
+                c.dated[rows],
+                c.stated_us()[rows].astype(np.int64),
+                to_epoch_us(a.window_start),
+                to_epoch_us(a.window_end),
+            )
         else:
             affinity = np.zeros(n)
         boosts = np.array([w.boost(c.node_type[r]) for r in rows], dtype=np.float64)
         interactions = interaction_features(self.query_terms, c, pool.rows)
-        computed = {"semantic": semantic, "lexical": lexical, "graph": graph, "recency": recency,
-                    "salience": c.salience[rows], "confidence": c.confidence[rows],
-                    "epistemic_weight": c.epistemic[rows], "temporal_affinity": affinity, "node_type_boost": boosts,
-                    **{name: interactions[:, j] for j, name in enumerate(INTERACTION_NAMES)}}
+        computed = {
+            "semantic": semantic,
+            "lexical": lexical,
+            "graph": graph,
+            "recency": recency,
+            "salience": c.salience[rows],
+            "confidence": c.confidence[rows],
+            "epistemic_weight": c.epistemic[rows],
+            "temporal_affinity": affinity,
+            "node_type_boost": boosts,
+            **{name: interactions[:, j] for j, name in enumerate(INTERACTION_NAMES)},
+        }
         self.features = np.column_stack([computed[name] for name in TRACE_FEATURES])  # in layout order
         self.path_scores = np.array([path_score(p) for p in pool.paths], dtype=np.float64)
         newest = memory_us == np.max(memory_us)
         self.current_state = current
         self.scored = ScoredPool(
-            rows=pool.rows, node_keys=[c.uuids[r].int for r in pool.rows], features=self.features, paths=pool.paths,
-            cross_scope=[bool(cross[r]) for r in pool.rows], update_eligible=current & newest & updating,
-            neighbours=corpus_neighbours(c, eligible, cross, req.packing.session_context_window))
+            rows=pool.rows,
+            node_keys=[c.uuids[r].int for r in pool.rows],
+            features=self.features,
+            paths=pool.paths,
+            cross_scope=[bool(cross[r]) for r in pool.rows],
+            update_eligible=current & newest & updating,
+            neighbours=corpus_neighbours(c, eligible, cross, req.packing.session_context_window),
+        )
         if w.fusion == "weighted":
             base = formula_scores(self.scored, w)
             self.fusion = None
@@ -335,30 +389,60 @@ class _Run:
         pack_cfg = req.packing
         route = None
         if pack_cfg.episode_context_top_k > 0:
+
             def route(items: list[Ranked]) -> bool:
-                return route_episodes(items, c, eligible, cross, query_tokens, top_k=pack_cfg.episode_context_top_k,
-                                      local_k=pack_cfg.episode_context_local_k,
-                                      decay=pack_cfg.episode_context_score_decay)
-        ranking = rank_pool(self.scored, base, w, session_top_k=pack_cfg.session_context_top_k,
-                            session_decay=pack_cfg.session_context_score_decay, min_score=req.min_score,
-                            limit=req.limit, rerank=self._rerank if self.p.reranker is not None else None, route=route)
+                return route_episodes(
+                    items,
+                    c,
+                    eligible,
+                    cross,
+                    query_tokens,
+                    top_k=pack_cfg.episode_context_top_k,
+                    local_k=pack_cfg.episode_context_local_k,
+                    decay=pack_cfg.episode_context_score_decay,
+                )
+
+        ranking = rank_pool(
+            self.scored,
+            base,
+            w,
+            session_top_k=pack_cfg.session_context_top_k,
+            session_decay=pack_cfg.session_context_score_decay,
+            min_score=req.min_score,
+            limit=req.limit,
+            rerank=self._rerank if self.p.reranker is not None else None,
+            route=route,
+        )
         self.policy = ranking.policy
         self.base_order = ranking.base_order
         return ranking.kept
 
-    def _rank_fusion(self, pool: Any, semantic: np.ndarray, lexical: np.ndarray, affinity: np.ndarray,
-                     boosts: np.ndarray, w: ScoringWeights) -> np.ndarray:
+    def _rank_fusion(
+        self,
+        pool: Any,
+        semantic: np.ndarray,
+        lexical: np.ndarray,
+        affinity: np.ndarray,
+        boosts: np.ndarray,
+        w: ScoringWeights,
+    ) -> np.ndarray:
         on_sem = np.array(["semantic" in p for p in pool.paths]) | (semantic > 0.0)
         on_lex = np.array(["lexical" in p for p in pool.paths]) | (self.pool_bm25 > 0.0)
         on_any = on_sem | on_lex
         sem_rank = competition_ranks(semantic, on_sem)
         lex_rank = competition_ranks(lexical, on_lex)
         temporal = 1.0 + w.temporal_boost * affinity
-        factors = np.column_stack([pool_relative(self.features[:, EPISTEMIC_INDEX], on_any),
-                                   pool_relative(boosts, on_any), pool_relative(temporal, on_any)])
+        factors = np.column_stack(
+            [
+                pool_relative(self.features[:, EPISTEMIC_INDEX], on_any),
+                pool_relative(boosts, on_any),
+                pool_relative(temporal, on_any),
+            ]
+        )
         self.fusion = (sem_rank, lex_rank, factors)
-        return rank_fused_scores(sem_rank.astype(np.float64), lex_rank.astype(np.float64), factors,
-                                 np.full(semantic.size, float(w.rrf_k)))
+        return rank_fused_scores(
+            sem_rank.astype(np.float64), lex_rank.astype(np.float64), factors, np.full(semantic.size, float(w.rrf_k))
+        )
 
     def _rerank(self, items: list[Ranked]) -> list[Ranked] | None:
         reranker = self.p.reranker
@@ -383,13 +467,19 @@ class _Run:
             template = templates.get(r.row)
             if template is None:
                 template = templates[r.row] = PackItem(
-                    node_id=c.uuids[r.row], rank=0, score=0.0, node_type=c.node_type[r.row],
-                    scope=str(c.scope[r.row]), content=c.content[r.row],
+                    node_id=c.uuids[r.row],
+                    rank=0,
+                    score=0.0,
+                    node_type=c.node_type[r.row],
+                    scope=str(c.scope[r.row]),
+                    content=c.content[r.row],
                     event_time=from_epoch_us(_opt_int(c.event_us[r.row])),
                     created_at=from_epoch_us(int(c.created_us[r.row])),
                     valid_from=from_epoch_us(_opt_int(c.valid_from_us[r.row])),
-                    valid_to=from_epoch_us(_opt_int(c.valid_to_us[r.row])), epistemic_type=c.epistemic_type[r.row],
-                    session_id=c.session_id[r.row])
+                    valid_to=from_epoch_us(_opt_int(c.valid_to_us[r.row])),
+                    epistemic_type=c.epistemic_type[r.row],
+                    session_id=c.session_id[r.row],
+                )
             # rank, score and paths are per request; the rest of a node's item never changes
             items.append(template.model_copy(update={"rank": i, "score": r.score, "paths": tuple(sorted(r.paths))}))
         costs: dict[tuple[UUID, str, str], int] = c.extras.setdefault("entry_costs", {})
@@ -401,11 +491,17 @@ class _Run:
                 found = costs[key] = entry_cost(item, representation, fmt)  # type: ignore[arg-type]
             return found
 
-        return pack(items, self.req.packing, reference_time=self.req.reference_time,
-                    temporal_query=self.analysis.intent == "temporal", cost=cached_cost)
+        return pack(
+            items,
+            self.req.packing,
+            reference_time=self.req.reference_time,
+            temporal_query=self.analysis.intent == "temporal",
+            cost=cached_cost,
+        )
 
-    def receipt(self, request_id: UUID, ranked: list[Ranked], bundle: ContextBundle,
-                features: dict[str, Any]) -> RetrievalReceipt:
+    def receipt(
+        self, request_id: UUID, ranked: list[Ranked], bundle: ContextBundle, features: dict[str, Any]
+    ) -> RetrievalReceipt:
         c, req = self.corpus, self.req
         position = {e.node_id: i for i, e in enumerate(bundle.entries)}
         entries = {e.node_id: e for e in bundle.entries}
@@ -414,29 +510,59 @@ class _Run:
         for r in ranked:
             node = c.uuids[r.row]
             entry = entries.get(node)
-            candidates.append(ReceiptCandidate(
-                node_id=node, scope=str(c.scope[r.row]), content_sha256=c.content_hash[r.row], score=r.score,
-                paths=tuple(sorted(r.paths)), cross_scope=r.cross_scope, provenance=self._provenance(r, formula),
-                reranker_score=r.reranker_score, in_context=entry is not None,
-                context_position=position.get(node), representation=entry.representation if entry else None,
-                has_content=bool(entry and entry.has_content), token_cost=entry.token_cost if entry else 0,
-            ))
+            candidates.append(
+                ReceiptCandidate(
+                    node_id=node,
+                    scope=str(c.scope[r.row]),
+                    content_sha256=c.content_hash[r.row],
+                    score=r.score,
+                    paths=tuple(sorted(r.paths)),
+                    cross_scope=r.cross_scope,
+                    provenance=self._provenance(r, formula),
+                    reranker_score=r.reranker_score,
+                    in_context=entry is not None,
+                    context_position=position.get(node),
+                    representation=entry.representation if entry else None,
+                    has_content=bool(entry and entry.has_content),
+                    token_cost=entry.token_cost if entry else 0,
+                )
+            )
         return RetrievalReceipt.build(
-            schema_version=CURRENT_SCHEMA_VERSION, request_id=request_id, owner=req.owner, query=req.query,
-            reference_time=req.reference_time, scopes=req.scopes, retrieval_mode=req.retrieval_mode,
-            result_limit=req.limit, min_score=req.min_score, time_from=req.time_from, time_to=req.time_to,
-            scoring=req.scoring, packing=req.packing, weight_sets=(self.applied,), ranking_policy=self.policy,
-            candidates=tuple(candidates), context_sha256=bundle.context_sha256(), context_tokens=bundle.tokens_used,
-            execution=RetrievalExecution(parameters=self._parameters(), features=features), pool=self._pool_record(),
+            schema_version=CURRENT_SCHEMA_VERSION,
+            request_id=request_id,
+            owner=req.owner,
+            query=req.query,
+            reference_time=req.reference_time,
+            scopes=req.scopes,
+            retrieval_mode=req.retrieval_mode,
+            result_limit=req.limit,
+            min_score=req.min_score,
+            time_from=req.time_from,
+            time_to=req.time_to,
+            scoring=req.scoring,
+            packing=req.packing,
+            weight_sets=(self.applied,),
+            ranking_policy=self.policy,
+            candidates=tuple(candidates),
+            context_sha256=bundle.context_sha256(),
+            context_tokens=bundle.tokens_used,
+            execution=RetrievalExecution(parameters=self._parameters(), features=features),
+            pool=self._pool_record(),
         )
 
     def _pool_record(self) -> CandidatePool:
         """The scored pool to ``receipt_pool_depth`` members in base order (``receipts.pool``)."""
         c, req = self.corpus, self.req
         depth, size = req.packing.receipt_pool_depth, len(self.pool_rows)
-        reason = ("rank_fusion" if self.applied.fusion != "weighted" else
-                  "neural_reranker" if self.p.reranker is not None else
-                  "episode_routing" if req.packing.episode_context_top_k > 0 else None)
+        reason = (
+            "rank_fusion"
+            if self.applied.fusion != "weighted"
+            else "neural_reranker"
+            if self.p.reranker is not None
+            else "episode_routing"
+            if req.packing.episode_context_top_k > 0
+            else None
+        )
         chosen = self.base_order[:depth]
         rows = [self.pool_rows[i] for i in chosen]
         neighbours: tuple[tuple[int, ...], ...] = ()
@@ -461,58 +587,105 @@ class _Run:
             neighbours = tuple(lists)
         eligible = self.scored.update_eligible if rows else ()
         return CandidatePool(
-            depth=depth, size=size, complete=size <= depth, replayable=reason is None, reason=reason,
-            current_state=self.current_state, episodic=self.analysis.episodic and not self.current_state,
-            node_ids=tuple(c.uuids[r] for r in rows), features=tuple(map(tuple, self.features[chosen].tolist())) if rows else (),
+            depth=depth,
+            size=size,
+            complete=size <= depth,
+            replayable=reason is None,
+            reason=reason,
+            current_state=self.current_state,
+            episodic=self.analysis.episodic and not self.current_state,
+            node_ids=tuple(c.uuids[r] for r in rows),
+            features=tuple(map(tuple, self.features[chosen].tolist())) if rows else (),
             paths=tuple(path_mask(self.pool.paths[i]) for i in chosen),
             cross_scope=tuple(j for j, i in enumerate(chosen) if self.scored.cross_scope[i]),
             update_eligible=tuple(j for j, i in enumerate(chosen) if eligible[i]),
-            neighbours=neighbours, outside_ids=tuple(c.uuids[r] for r in outside_rows), outside_cross_scope=tuple(outside_cross),
+            neighbours=neighbours,
+            outside_ids=tuple(c.uuids[r] for r in outside_rows),
+            outside_cross_scope=tuple(outside_cross),
         )
 
     def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:
         f = self.features[r.source]
-        trace = ScoreTrace(**dict(zip(TRACE_FEATURES, f.tolist(), strict=True)),
-                           path_score=float(self.path_scores[r.source]), base_score=float(self.base[r.source]))
+        trace = ScoreTrace(
+            **dict(zip(TRACE_FEATURES, f.tolist(), strict=True)),
+            path_score=float(self.path_scores[r.source]),
+            base_score=float(self.base[r.source]),
+        )
         fusion = None
         if formula == 2:
             sem_rank, lex_rank, factors = self.fusion  # type: ignore[misc]
-            fusion = RankFusion(semantic_rank=int(sem_rank[r.source]) or None, lexical_rank=int(lex_rank[r.source]) or None,
-                                epistemic_factor=float(factors[r.source, 0]), node_type_factor=float(factors[r.source, 1]),
-                                temporal_factor=float(factors[r.source, 2]))
-        ops = tuple(ScoreAdjustment(kind=op.kind, coefficient=op.coefficient, neural_score=op.neural_score,
-                                    source_node_id=None if op.source_row is None else self.corpus.uuids[op.source_row])
-                    for op in r.ops)
-        return ScoreProvenance(formula_version=formula, base_node_id=self.corpus.uuids[self.pool_rows[r.source]],
-                               weights=0, trace=trace, adjustments=ops, rank_fusion=fusion)
+            fusion = RankFusion(
+                semantic_rank=int(sem_rank[r.source]) or None,
+                lexical_rank=int(lex_rank[r.source]) or None,
+                epistemic_factor=float(factors[r.source, 0]),
+                node_type_factor=float(factors[r.source, 1]),
+                temporal_factor=float(factors[r.source, 2]),
+            )
+        ops = tuple(
+            ScoreAdjustment(
+                kind=op.kind,
+                coefficient=op.coefficient,
+                neural_score=op.neural_score,
+                source_node_id=None if op.source_row is None else self.corpus.uuids[op.source_row],
+            )
+            for op in r.ops
+        )
+        return ScoreProvenance(
+            formula_version=formula,
+            base_node_id=self.corpus.uuids[self.pool_rows[r.source]],
+            weights=0,
+            trace=trace,
+            adjustments=ops,
+            rank_fusion=fusion,
+        )
 
     def _parameters(self) -> dict[str, Any]:
         """Execution parameters; unset (None) values are omitted, never written as null."""
         req = self.req
-        return _without_none({
-            "ranking_multipliers": None if self.multipliers is None else self.multipliers.model_dump(),
-            "ranking_profile": self.resolution.as_parameters(),
-            "time_from": _iso(req.time_from), "time_to": _iso(req.time_to),
-            "event_time_from": _iso(req.event_time_from), "event_time_to": _iso(req.event_time_to),
-            "include_cross_scope": req.include_cross_scope,
-            "query_adjustment": self.redistribution.as_parameters(),
-            "query_analysis": {"intent": self.analysis.intent, "current_state": self.analysis.current_state,
-                               "episodic": self.analysis.episodic, "window_start": _iso(self.analysis.window_start),
-                               "window_end": _iso(self.analysis.window_end)},
-            "candidate_generation": generation.generation_parameters(),
-            "reranker": {"top_k": self.p.reranker_settings.top_k, "prior_weight": self.p.reranker_settings.prior_weight}
-            if self.p.reranker is not None else None,
-        })
+        return _without_none(
+            {
+                "ranking_multipliers": None if self.multipliers is None else self.multipliers.model_dump(),
+                "ranking_profile": self.resolution.as_parameters(),
+                "time_from": _iso(req.time_from),
+                "time_to": _iso(req.time_to),
+                "event_time_from": _iso(req.event_time_from),
+                "event_time_to": _iso(req.event_time_to),
+                "include_cross_scope": req.include_cross_scope,
+                "query_adjustment": self.redistribution.as_parameters(),
+                "query_analysis": {
+                    "intent": self.analysis.intent,
+                    "current_state": self.analysis.current_state,
+                    "episodic": self.analysis.episodic,
+                    "window_start": _iso(self.analysis.window_start),
+                    "window_end": _iso(self.analysis.window_end),
+                },
+                "candidate_generation": generation.generation_parameters(),
+                "reranker": {
+                    "top_k": self.p.reranker_settings.top_k,
+                    "prior_weight": self.p.reranker_settings.prior_weight,
+                }
+                if self.p.reranker is not None
+                else None,
+            }
+        )
 
     def result(self, rank: int, r: Ranked, bundle: ContextBundle) -> RetrievedMemory:
         c = self.corpus
         node = c.uuids[r.row]
         entry = bundle.entry(node)
         return RetrievedMemory(
-            node_id=node, rank=rank, score=r.score, content=c.content[r.row], scope=str(c.scope[r.row]),
-            node_type=c.node_type[r.row], session_id=c.session_id[r.row],
-            event_time=from_epoch_us(_opt_int(c.event_us[r.row])), paths=tuple(sorted(r.paths)),
-            cross_scope=r.cross_scope, in_context=entry is not None, representation=entry.representation if entry else None,
+            node_id=node,
+            rank=rank,
+            score=r.score,
+            content=c.content[r.row],
+            scope=str(c.scope[r.row]),
+            node_type=c.node_type[r.row],
+            session_id=c.session_id[r.row],
+            event_time=from_epoch_us(_opt_int(c.event_us[r.row])),
+            paths=tuple(sorted(r.paths)),
+            cross_scope=r.cross_scope,
+            in_context=entry is not None,
+            representation=entry.representation if entry else None,
         )
 
 
@@ -530,13 +703,29 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else utc_isoformat(value)
 
 
-def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[str, ...],
-                  default_scoring: ScoringWeights, default_packing: PackingConfig, reference_time: Any = None,
-                  limit: Any = 20, min_score: Any = 0.0, token_budget: Any = None, time_from: Any = None,
-                  time_to: Any = None, event_time_from: Any = None, event_time_to: Any = None,
-                  min_fidelity: Fidelity | None = None, scoring: Any = None, packing: Any = None,
-                  ranking_multipliers: Any = None, include_cross_scope: Any = False,
-                  retrieval_mode: Any = "hybrid") -> RetrievalRequest:
+def build_request(
+    owner: Any,
+    query: Any,
+    *,
+    scopes: Any,
+    default_scopes: tuple[str, ...],
+    default_scoring: ScoringWeights,
+    default_packing: PackingConfig,
+    reference_time: Any = None,
+    limit: Any = 20,
+    min_score: Any = 0.0,
+    token_budget: Any = None,
+    time_from: Any = None,
+    time_to: Any = None,
+    event_time_from: Any = None,
+    event_time_to: Any = None,
+    min_fidelity: Fidelity | None = None,
+    scoring: Any = None,
+    packing: Any = None,
+    ranking_multipliers: Any = None,
+    include_cross_scope: Any = False,
+    retrieval_mode: Any = "hybrid",
+) -> RetrievalRequest:
     """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
     owner = check_owner(owner)
     scopes = check_scope_set(default_scopes if scopes is None else scopes, allowed=default_scopes)
@@ -547,18 +736,36 @@ def build_request(owner: Any, query: Any, *, scopes: Any, default_scopes: tuple[
     if min_fidelity is not None:
         packing_updates["min_fidelity"] = min_fidelity
     packing_model = _merged(PackingConfig, default_packing, packing, "packing", extra=packing_updates)
-    multipliers = None if ranking_multipliers is None else parse_model(RankingMultipliers, ranking_multipliers,
-                                                                        "ranking_multipliers")
+    multipliers = (
+        None
+        if ranking_multipliers is None
+        else parse_model(RankingMultipliers, ranking_multipliers, "ranking_multipliers")
+    )
     if multipliers is not None and scoring_model.fusion == "rrf" and not multipliers.is_unity():
-        raise UnsupportedOperation("ranking_multipliers: they adjust the weighted formula and do not apply to fusion='rrf'")
-    return parse_model(RetrievalRequest, {
-        "query": query, "owner": owner, "scopes": tuple(scopes),
-        "reference_time": utc_now() if reference_time is None else reference_time, "limit": limit,
-        "min_score": min_score, "time_from": time_from, "time_to": time_to, "event_time_from": event_time_from,
-        "event_time_to": event_time_to, "scoring": scoring_model, "packing": packing_model,
-        "ranking_multipliers": multipliers, "include_cross_scope": include_cross_scope,
-        "retrieval_mode": retrieval_mode,
-    }, "")
+        raise UnsupportedOperation(
+            "ranking_multipliers: they adjust the weighted formula and do not apply to fusion='rrf'"
+        )
+    return parse_model(
+        RetrievalRequest,
+        {
+            "query": query,
+            "owner": owner,
+            "scopes": tuple(scopes),
+            "reference_time": utc_now() if reference_time is None else reference_time,
+            "limit": limit,
+            "min_score": min_score,
+            "time_from": time_from,
+            "time_to": time_to,
+            "event_time_from": event_time_from,
+            "event_time_to": event_time_to,
+            "scoring": scoring_model,
+            "packing": packing_model,
+            "ranking_multipliers": multipliers,
+            "include_cross_scope": include_cross_scope,
+            "retrieval_mode": retrieval_mode,
+        },
+        "",
+    )
 
 
 def _merged(model: type, default: Any, override: Any, field: str, extra: Mapping[str, Any] | None = None) -> Any:

@@ -65,32 +65,50 @@ def _scored_pool(receipt: RetrievalReceipt) -> ScoredPool:
     eligible = np.zeros(m, dtype=bool)
     eligible[list(pool.update_eligible)] = True
     features = np.array(pool.features, dtype=np.float64).reshape(m, -1) if m else np.zeros((0, 0))
-    return ScoredPool(rows=list(range(m)), node_keys=members, features=features,
-                      paths=[mask_paths(p) for p in pool.paths], cross_scope=[i in cross for i in range(m)],
-                      update_eligible=eligible, neighbours=neighbours)
+    return ScoredPool(
+        rows=list(range(m)),
+        node_keys=members,
+        features=features,
+        paths=[mask_paths(p) for p in pool.paths],
+        cross_scope=[i in cross for i in range(m)],
+        update_eligible=eligible,
+        neighbours=neighbours,
+    )
 
 
-def replay_pool(receipt: RetrievalReceipt, *, weights: ScoringWeights | None = None,
-                multipliers: Any = _RECORDED, allow_incomplete: bool = False) -> PoolRanking:
+def replay_pool(
+    receipt: RetrievalReceipt,
+    *,
+    weights: ScoringWeights | None = None,
+    multipliers: Any = _RECORDED,
+    allow_incomplete: bool = False,
+) -> PoolRanking:
     """Re-rank the receipt's pool under ``weights`` (default: the recorded configured scoring) and
     ``multipliers`` (default: the recorded ones; ``None`` for none). Raises ``ReplayUnavailable``
     for receipts before version 10, pools marked not replayable, weights that change recorded
     features, and — unless ``allow_incomplete`` — truncated pools, whose re-ranking is not exact."""
     if receipt.schema_version < POOL_SINCE or receipt.pool is None:
-        raise ReplayUnavailable(f"pool replay needs a version {POOL_SINCE} receipt with a recorded pool; "
-                                f"this is version {receipt.schema_version}")
+        raise ReplayUnavailable(
+            f"pool replay needs a version {POOL_SINCE} receipt with a recorded pool; "
+            f"this is version {receipt.schema_version}"
+        )
     pool = receipt.pool
     if not pool.replayable:
-        raise ReplayUnavailable(f"this receipt's pool is not replayable ({pool.reason}): that step's inputs are "
-                                "not recorded")
+        raise ReplayUnavailable(
+            f"this receipt's pool is not replayable ({pool.reason}): that step's inputs are not recorded"
+        )
     if not pool.complete and not allow_incomplete:
-        raise ReplayUnavailable(f"the pool holds {pool.size} candidates but records only {pool.depth}; re-ranking it "
-                                "is exact only for complete pools (pass allow_incomplete=True to rank what it holds)")
+        raise ReplayUnavailable(
+            f"the pool holds {pool.size} candidates but records only {pool.depth}; re-ranking it "
+            "is exact only for complete pools (pass allow_incomplete=True to rank what it holds)"
+        )
     configured = receipt.scoring if weights is None else weights
     for name in ("recency_lambda", "node_type_boosts", "fusion"):
         if getattr(configured, name) != getattr(receipt.scoring, name):
-            raise ReplayUnavailable(f"weights.{name} differs from the recorded {getattr(receipt.scoring, name)!r}; "
-                                    "it shapes recorded features, so the pool cannot be re-ranked under it")
+            raise ReplayUnavailable(
+                f"weights.{name} differs from the recorded {getattr(receipt.scoring, name)!r}; "
+                "it shapes recorded features, so the pool cannot be re-ranked under it"
+            )
     chosen = recorded_multipliers(receipt) if multipliers is _RECORDED else multipliers
     if chosen is not None and not isinstance(chosen, RankingMultipliers):
         chosen = RankingMultipliers.model_validate(chosen)
@@ -99,12 +117,19 @@ def replay_pool(receipt: RetrievalReceipt, *, weights: ScoringWeights | None = N
     scored = _scored_pool(receipt)
     base = formula_scores(scored, applied) if scored.size else np.zeros(0)
     packing = receipt.packing
-    ranking = rank_pool(scored, base, applied, session_top_k=packing.session_context_top_k,
-                        session_decay=packing.session_context_score_decay, min_score=receipt.min_score,
-                        limit=receipt.result_limit)
+    ranking = rank_pool(
+        scored,
+        base,
+        applied,
+        session_top_k=packing.session_context_top_k,
+        session_decay=packing.session_context_score_decay,
+        min_score=receipt.min_score,
+        limit=receipt.result_limit,
+    )
     ids = [*pool.node_ids, *pool.outside_ids]
-    return PoolRanking(node_ids=tuple(ids[r.row] for r in ranking.kept), scores=tuple(r.score for r in ranking.kept),
-                       applied=applied)
+    return PoolRanking(
+        node_ids=tuple(ids[r.row] for r in ranking.kept), scores=tuple(r.score for r in ranking.kept), applied=applied
+    )
 
 
 def check_pool_replay(receipt: RetrievalReceipt) -> bool:

@@ -8,7 +8,7 @@ run on raw text, case-insensitively. Windows are half-open ``[start, end)`` in U
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import numpy as np
@@ -25,9 +25,30 @@ NO_WINDOW_PROXIMITY = 0.5
 _US_PER_DAY = 86_400 * 1_000_000
 
 _MONTH_NUMBERS: dict[str, int] = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
-    "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9,
-    "sept": 9, "sep": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
+    "january": 1,
+    "jan": 1,
+    "february": 2,
+    "feb": 2,
+    "march": 3,
+    "mar": 3,
+    "april": 4,
+    "apr": 4,
+    "may": 5,
+    "june": 6,
+    "jun": 6,
+    "july": 7,
+    "jul": 7,
+    "august": 8,
+    "aug": 8,
+    "september": 9,
+    "sept": 9,
+    "sep": 9,
+    "october": 10,
+    "oct": 10,
+    "november": 11,
+    "nov": 11,
+    "december": 12,
+    "dec": 12,
 }
 _MONTH = "(?:" + "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True)) + r")\b\.?"
 _BARE_MONTH = r"(?:january|february|march|april|june|july|august|september|october|november|december)"
@@ -35,34 +56,38 @@ _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d{2}"
 
 _HAS_DATE = re.compile(
-    rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}"          # 8 May, 8th of May (2023)
-    rf"|\b{_MONTH}\s+{_DAY}\b"                  # May 8, May 8th
-    rf"|\b{_MONTH},?\s+{_YEAR}\b"               # May 2023
-    rf"|\b{_BARE_MONTH}\b"                      # June (bare "may" is too often the verb)
-    r"|\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b"         # 2023-05-08, 2023/5/8
-    r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"             # 5/8/2023
-    rf"|\b{_YEAR}\b",                           # 1900-2099
-    re.IGNORECASE)
+    rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}"  # 8 May, 8th of May (2023)
+    rf"|\b{_MONTH}\s+{_DAY}\b"  # May 8, May 8th
+    rf"|\b{_MONTH},?\s+{_YEAR}\b"  # May 2023
+    rf"|\b{_BARE_MONTH}\b"  # June (bare "may" is too often the verb)
+    r"|\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b"  # 2023-05-08, 2023/5/8
+    r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"  # 5/8/2023
+    rf"|\b{_YEAR}\b",  # 1900-2099
+    re.IGNORECASE,
+)
 
 _UPDATE = re.compile(
     r"\b(?:changed|switched|moved|upgraded)\s+to\b|\bmigrated\s+(?:from|to)\b|\breplaced\b"
     r"|\bupdated\b|\bnow\s+uses?\b|\bno\s+longer\b|\brewritten\b|\beffective\s+immediately\b"
     r"|\bnew\s+[^\W_]+(?:\s+[^\W_]+)?\s+is\b"
     r"|\b(?:changed|moved)\b[^.!?\n]{0,80}?\bnow\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _TEMPORAL = re.compile(
     r"\b(?:when|what time|what date|what year|which year|which month|how long(?: ago)?|since when"
     r"|ago|last (?:week|month|year)|yesterday)\b"
     r"|\b(?:before|after) (?:(?:the|last|next) )?(?:\d|(?:yesterday|today|tomorrow|week|weekend|month|year"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-    r"|january|february|march|april|may|june|july|august|september|october|november|december)\b)")
+    r"|january|february|march|april|may|june|july|august|september|october|november|december)\b)"
+)
 _AGGREGATION = re.compile(r"\b(?:how many|how often|list all|all the|every time|in total)\b")
 _EXPLICIT_CURRENT = re.compile(
     r"\b(?:current|currently|now|latest|today|at the moment|these days|presently|so far|usually"
     r"|typically|normally|most recently|right now)\b"
     r"|^(?:do|does|am|are|have|has) i\b"
-    r"|\bdo i (?:go|have|use|own|keep|play|attend|work)\b")
+    r"|\bdo i (?:go|have|use|own|keep|play|attend|work)\b"
+)
 _IMPLICIT_CURRENT = re.compile(r"^(?:who (?:is|are)\b|what(?: \S+){1,4}? (?:does|is|has)\b)")
 _WHAT_DOES = re.compile(r"^what\b(.*?)\bdoes\b")
 _AND_OR = re.compile(r"\b(?:and|or)\b")
@@ -71,7 +96,8 @@ _NOT_PRESENT = re.compile(r"\b(?:before|after|previously|formerly|originally|use
 _EPISODIC = re.compile(
     r"\b(?:recently|last time|the other day|earlier today|yesterday|this (?:morning|afternoon|evening|week)"
     r"|just (?:now|told|tell|said|say|mention(?:ed)?|ask(?:ed)?)|remember when"
-    r"|did (?:i|we) (?:talk|discuss|mention|say))\b")
+    r"|did (?:i|we) (?:talk|discuss|mention|say))\b"
+)
 
 _MONTH_GROUP = "(?P<month>" + "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True)) + r")\b\.?"
 _WINDOW_DAY = (
@@ -98,7 +124,7 @@ class QueryAnalysis(FrozenModel):
     window_end: UtcDatetime | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "QueryAnalysis":
+    def _consistent(self) -> QueryAnalysis:
         if self.window_start is not None and self.window_end is not None and self.window_start >= self.window_end:
             raise ValueError(f"window_start ({self.window_start}) must be before window_end ({self.window_end})")
         if self.current_state and (self.aggregation or not (self.explicit_current or self.implicit_current)):
@@ -136,15 +162,27 @@ def analyze_query(query: str, reference_time: datetime) -> QueryAnalysis:
     aggregation = _AGGREGATION.search(q) is not None
     explicit = _EXPLICIT_CURRENT.search(q) is not None
     implicit = _IMPLICIT_CURRENT.search(q) is not None
-    current_state = (not aggregation and _DURATION.search(q) is None and _NOT_PRESENT.search(q) is None
-                     and (explicit or (implicit and not temporal)))
+    current_state = (
+        not aggregation
+        and _DURATION.search(q) is None
+        and _NOT_PRESENT.search(q) is None
+        and (explicit or (implicit and not temporal))
+    )
     what_does = _WHAT_DOES.match(q)
     relational = implicit and what_does is not None and _AND_OR.search(what_does.group(1)) is None
-    start, end = _window(q, reference_time.astimezone(timezone.utc))
+    start, end = _window(q, reference_time.astimezone(UTC))
     return QueryAnalysis(
-        normalized=q, intent="temporal" if temporal else "general", explicit_current=explicit,
-        implicit_current=implicit, current_state=current_state, episodic=_EPISODIC.search(q) is not None,
-        aggregation=aggregation, relational_shift_eligible=relational, window_start=start, window_end=end)
+        normalized=q,
+        intent="temporal" if temporal else "general",
+        explicit_current=explicit,
+        implicit_current=implicit,
+        current_state=current_state,
+        episodic=_EPISODIC.search(q) is not None,
+        aggregation=aggregation,
+        relational_shift_eligible=relational,
+        window_start=start,
+        window_end=end,
+    )
 
 
 def _window(q: str, now: datetime) -> tuple[datetime | None, datetime | None]:
@@ -152,7 +190,7 @@ def _window(q: str, now: datetime) -> tuple[datetime | None, datetime | None]:
     for pattern in _WINDOW_DAY:
         for m in pattern.finditer(q):
             try:
-                day = datetime(int(m["year"]), _MONTH_NUMBERS[m["month"]], int(m["day"]), tzinfo=timezone.utc)
+                day = datetime(int(m["year"]), _MONTH_NUMBERS[m["month"]], int(m["day"]), tzinfo=UTC)
             except ValueError:
                 continue
             return day, day + timedelta(days=1)
@@ -177,16 +215,17 @@ def _window(q: str, now: datetime) -> tuple[datetime | None, datetime | None]:
 
 
 def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
 
 
 def _year_span(year: int) -> tuple[datetime, datetime]:
-    return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
-def temporal_affinity(has_date: np.ndarray, times_us: np.ndarray,
-                      window_start_us: int | None, window_end_us: int | None) -> np.ndarray:
+def temporal_affinity(
+    has_date: np.ndarray, times_us: np.ndarray, window_start_us: int | None, window_end_us: int | None
+) -> np.ndarray:
     """0.3·has_date + 0.7·proximity per candidate (float64).
 
     Proximity is 1 inside the half-open window and exp(−0.02·days to the nearest edge) outside
@@ -195,11 +234,9 @@ def temporal_affinity(has_date: np.ndarray, times_us: np.ndarray,
     dated = np.asarray(has_date, dtype=bool)
     times = np.asarray(times_us, dtype=np.int64)
     if dated.ndim != 1 or times.shape != dated.shape:
-        raise InvalidInput("times_us", f"must be 1-dimensional and match has_date; "
-                                       f"got {times.shape} and {dated.shape}")
+        raise InvalidInput("times_us", f"must be 1-dimensional and match has_date; got {times.shape} and {dated.shape}")
     if window_start_us is not None and window_end_us is not None and window_start_us >= window_end_us:
-        raise InvalidInput("window_start_us", f"must be before window_end_us; "
-                                              f"got {window_start_us} >= {window_end_us}")
+        raise InvalidInput("window_start_us", f"must be before window_end_us; got {window_start_us} >= {window_end_us}")
     flag = dated.astype(np.float64)
     if window_start_us is None and window_end_us is None:
         return HAS_DATE_WEIGHT * flag + PROXIMITY_WEIGHT * (NO_WINDOW_PROXIMITY * flag)

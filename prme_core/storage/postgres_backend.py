@@ -111,11 +111,15 @@ def unreachable_message(url: StoreURL, exc: BaseException) -> str:
         info = conninfo_to_dict(url.target)
     except psycopg.Error:
         info = {}
-    where = (f"host {info.get('host') or 'localhost'}, port {info.get('port') or 5432}, "
-             f"database {info.get('dbname') or '(default)'}, user {info.get('user') or '(default)'}")
+    where = (
+        f"host {info.get('host') or 'localhost'}, port {info.get('port') or 5432}, "
+        f"database {info.get('dbname') or '(default)'}, user {info.get('user') or '(default)'}"
+    )
     reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
-    return (f"cannot connect to PostgreSQL ({where}; {url.redacted()}): {reason} — check the store URL "
-            "(PRME_STORE_URL or --store) and that the server runs and accepts this user and database")
+    return (
+        f"cannot connect to PostgreSQL ({where}; {url.redacted()}): {reason} — check the store URL "
+        "(PRME_STORE_URL or --store) and that the server runs and accepts this user and database"
+    )
 
 
 class PostgresStore(SqlStore):
@@ -139,8 +143,9 @@ class PostgresStore(SqlStore):
                 try:
                     probe.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
                 except psycopg.Error as exc:
-                    raise StoreUnavailable(f"cannot create schema {schema!r} on {url.redacted()}: "
-                                           f"{' '.join(str(exc).split())}") from exc
+                    raise StoreUnavailable(
+                        f"cannot create schema {schema!r} on {url.redacted()}: {' '.join(str(exc).split())}"
+                    ) from exc
         try:
             self._pool = ConnectionPool(url.target, min_size=1, max_size=size, kwargs=kwargs, open=True, timeout=30)
             self._pool.wait(timeout=10)

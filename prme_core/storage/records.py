@@ -21,10 +21,19 @@ class OperationDraft:
     target_id: str | None = None
 
     @classmethod
-    def of(cls, *, id: str, owner: str, op_type: str, body: object, scope_key: str | None = None,
-           target_id: str | None = None) -> "OperationDraft":
-        return cls(id=id, owner=owner, op_type=op_type, payload=canonical_json(body),
-                   scope_key=scope_key, target_id=target_id)
+    def of(
+        cls,
+        *,
+        id: str,
+        owner: str,
+        op_type: str,
+        body: object,
+        scope_key: str | None = None,
+        target_id: str | None = None,
+    ) -> OperationDraft:
+        return cls(
+            id=id, owner=owner, op_type=op_type, payload=canonical_json(body), scope_key=scope_key, target_id=target_id
+        )
 
     @property
     def checksum(self) -> str:
@@ -45,7 +54,7 @@ class StoredOperation:
     checksum: str
     admitted_at: datetime
 
-    def verified(self, owner: str) -> "StoredOperation":
+    def verified(self, owner: str) -> StoredOperation:
         """Return self after checking owner and checksum; raise ``CorruptRecord`` otherwise."""
         if self.owner != owner:
             raise CorruptRecord(f"operation {self.id} is not owned by the reader; refusing to use it")

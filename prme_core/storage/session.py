@@ -23,9 +23,25 @@ from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
 NODE_COLUMNS = (
-    "owner", "id", "version", "scope", "node_type", "content", "content_hash", "session_id",
-    "event_us", "created_us", "updated_us", "valid_from_us", "valid_to_us", "salience",
-    "confidence", "epistemic_type", "lifecycle", "metadata", "superseded_by",
+    "owner",
+    "id",
+    "version",
+    "scope",
+    "node_type",
+    "content",
+    "content_hash",
+    "session_id",
+    "event_us",
+    "created_us",
+    "updated_us",
+    "valid_from_us",
+    "valid_to_us",
+    "salience",
+    "confidence",
+    "epistemic_type",
+    "lifecycle",
+    "metadata",
+    "superseded_by",
 )
 EDGE_COLUMNS = ("owner", "id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
 OPERATION_COLUMNS = ("seq", "id", "owner", "op_type", "scope_key", "target_id", "payload", "checksum", "admitted_us")
@@ -44,54 +60,124 @@ class Connection(Protocol):
     def sha256_sql(self, column: str) -> str | None: ...
     def id_filter(self, column: str, ids: Sequence[str]) -> Any: ...
     def stream_arrow(self, sql: str, params: Sequence[Any] = (), batch_rows: int = 4096) -> Iterable[Any]: ...
+
     id_batch: int | None
+
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
 
 def node_row(node: MemoryNode) -> tuple:
     return (
-        node.owner, str(node.id), node.version, node.scope, node.node_type.value, node.content,
-        node.content_hash, node.session_id, to_epoch_us(node.event_time), to_epoch_us(node.created_at),
-        to_epoch_us(node.updated_at), to_epoch_us(node.valid_from), to_epoch_us(node.valid_to),
-        float(node.salience), float(node.confidence), node.epistemic_type.value, node.lifecycle.value,
+        node.owner,
+        str(node.id),
+        node.version,
+        node.scope,
+        node.node_type.value,
+        node.content,
+        node.content_hash,
+        node.session_id,
+        to_epoch_us(node.event_time),
+        to_epoch_us(node.created_at),
+        to_epoch_us(node.updated_at),
+        to_epoch_us(node.valid_from),
+        to_epoch_us(node.valid_to),
+        float(node.salience),
+        float(node.confidence),
+        node.epistemic_type.value,
+        node.lifecycle.value,
         canonical_json(node.metadata).decode("utf-8"),
         str(node.superseded_by) if node.superseded_by else None,
     )
 
 
 def row_node(row: Sequence[Any]) -> MemoryNode:
-    (owner, id_, version, scope, node_type, content, content_hash, session_id, event_us, created_us,
-     updated_us, valid_from_us, valid_to_us, salience, confidence, epistemic, lifecycle, metadata,
-     superseded_by) = row
+    (
+        owner,
+        id_,
+        version,
+        scope,
+        node_type,
+        content,
+        content_hash,
+        session_id,
+        event_us,
+        created_us,
+        updated_us,
+        valid_from_us,
+        valid_to_us,
+        salience,
+        confidence,
+        epistemic,
+        lifecycle,
+        metadata,
+        superseded_by,
+    ) = row
     try:
         return MemoryNode(
-            id=id_, owner=owner, version=version, scope=scope, node_type=node_type, content=content,
-            content_hash=content_hash, session_id=session_id, event_time=from_epoch_us(event_us),
-            created_at=from_epoch_us(created_us), updated_at=from_epoch_us(updated_us),
-            valid_from=from_epoch_us(valid_from_us), valid_to=from_epoch_us(valid_to_us),
-            salience=salience, confidence=confidence, epistemic_type=epistemic, lifecycle=lifecycle,
-            metadata=parse_json(metadata), superseded_by=superseded_by,
+            id=id_,
+            owner=owner,
+            version=version,
+            scope=scope,
+            node_type=node_type,
+            content=content,
+            content_hash=content_hash,
+            session_id=session_id,
+            event_time=from_epoch_us(event_us),
+            created_at=from_epoch_us(created_us),
+            updated_at=from_epoch_us(updated_us),
+            valid_from=from_epoch_us(valid_from_us),
+            valid_to=from_epoch_us(valid_to_us),
+            salience=salience,
+            confidence=confidence,
+            epistemic_type=epistemic,
+            lifecycle=lifecycle,
+            metadata=parse_json(metadata),
+            superseded_by=superseded_by,
         )
     except ValueError as exc:
         raise CorruptRecord(f"stored node {id_} v{version} fails validation ({exc}); restore it from a backup") from exc
 
 
 def edge_row(edge: Edge) -> tuple:
-    return (edge.owner, str(edge.id), str(edge.source_id), str(edge.target_id), edge.edge_type.value,
-            float(edge.weight), to_epoch_us(edge.created_at), canonical_json(edge.metadata).decode("utf-8"))
+    return (
+        edge.owner,
+        str(edge.id),
+        str(edge.source_id),
+        str(edge.target_id),
+        edge.edge_type.value,
+        float(edge.weight),
+        to_epoch_us(edge.created_at),
+        canonical_json(edge.metadata).decode("utf-8"),
+    )
 
 
 def row_edge(row: Sequence[Any]) -> Edge:
     owner, id_, source, target, edge_type, weight, created_us, metadata = row
-    return Edge(id=id_, owner=owner, source_id=source, target_id=target, edge_type=edge_type,
-                weight=weight, created_at=from_epoch_us(created_us), metadata=parse_json(metadata))
+    return Edge(
+        id=id_,
+        owner=owner,
+        source_id=source,
+        target_id=target,
+        edge_type=edge_type,
+        weight=weight,
+        created_at=from_epoch_us(created_us),
+        metadata=parse_json(metadata),
+    )
 
 
 def row_operation(row: Sequence[Any]) -> StoredOperation:
     seq, id_, owner, op_type, scope_key, target_id, payload, checksum, admitted_us = row
-    return StoredOperation(seq=int(seq), id=id_, owner=owner, op_type=op_type, scope_key=scope_key,
-                           target_id=target_id, payload=payload, checksum=checksum,
-                           admitted_at=from_epoch_us(admitted_us))
+    return StoredOperation(
+        seq=int(seq),
+        id=id_,
+        owner=owner,
+        op_type=op_type,
+        scope_key=scope_key,
+        target_id=target_id,
+        payload=payload,
+        checksum=checksum,
+        admitted_at=from_epoch_us(admitted_us),
+    )
 
 
 _DIGEST_TAIL = 4096  # bytes of a payload searched first for the digest field (see _verify_payloads)
@@ -103,12 +189,12 @@ def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list
     Python string per payload) and hashes in two threads (hashlib releases the GIL)."""
     arr = payloads.combine_chunks() if hasattr(payloads, "combine_chunks") else payloads
     width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset: arr.offset + len(arr) + 1].tolist()
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1].tolist()
     view = memoryview(arr.buffers()[2]) if len(arr) else memoryview(b"")  # no copy of the payloads
     expected = checksums.to_pylist()
 
     def check(rows: range) -> list[bool]:
-        return [hashlib.sha256(view[offsets[i]:offsets[i + 1]]).hexdigest() == expected[i] for i in rows]
+        return [hashlib.sha256(view[offsets[i] : offsets[i + 1]]).hexdigest() == expected[i] for i in rows]
 
     half = len(arr) // 2
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -127,7 +213,7 @@ def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list
         elif tail_start > lo:
             at = bytes(view[lo:hi]).rfind(marker)
             at = at + lo if at >= 0 else -1
-        digests.append(bytes(view[at + len(marker): at + len(marker) + 64]).decode() if at >= 0 else "")
+        digests.append(bytes(view[at + len(marker) : at + len(marker) + 64]).decode() if at >= 0 else "")
     return parts[0] + parts[1], digests
 
 
@@ -161,8 +247,9 @@ class StoreSession:
             found.update(r[0] for r in rows)
         return found
 
-    def insert_nodes(self, nodes: Sequence[MemoryNode], edges: Sequence[Edge] = (), *,
-                     caller_ids: Sequence[UUID] | None = None) -> None:
+    def insert_nodes(
+        self, nodes: Sequence[MemoryNode], edges: Sequence[Edge] = (), *, caller_ids: Sequence[UUID] | None = None
+    ) -> None:
         """Insert first versions of new nodes (and edges) atomically; ids must be new.
 
         ``caller_ids`` are the ids a caller chose; only those can collide with stored nodes
@@ -240,8 +327,9 @@ class StoreSession:
         )
         return [row_node(r) for r in rows]
 
-    def scan_nodes(self, owner: str, *, scopes: Sequence[str] | None, lifecycles: Sequence[str] | None,
-                   after_seq: int, limit: int) -> list[tuple[int, MemoryNode]]:
+    def scan_nodes(
+        self, owner: str, *, scopes: Sequence[str] | None, lifecycles: Sequence[str] | None, after_seq: int, limit: int
+    ) -> list[tuple[int, MemoryNode]]:
         sql = f"SELECT seq, {_NODE_SELECT} FROM memory_nodes WHERE owner = ? AND seq > ?"
         params: list[Any] = [owner, after_seq]
         if scopes is not None:
@@ -273,8 +361,12 @@ class StoreSession:
 
     def edge_list(self, owner: str) -> list[tuple[str, str, str, float]]:
         """(source, target, type, weight) of every edge of the owner, in creation order."""
-        return [tuple(r) for r in self.conn.fetchall(
-            "SELECT source_id, target_id, edge_type, weight FROM memory_edges WHERE owner = ? ORDER BY seq", [owner])]
+        return [
+            tuple(r)
+            for r in self.conn.fetchall(
+                "SELECT source_id, target_id, edge_type, weight FROM memory_edges WHERE owner = ? ORDER BY seq", [owner]
+            )
+        ]
 
     def memory_revision(self, owner: str) -> int:
         """The owner's memory revision: it changes whenever a write to the owner's memory
@@ -313,14 +405,29 @@ class StoreSession:
         returned = self.conn.fetchall(
             "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq",
-            [draft.id, draft.owner, draft.op_type, draft.scope_key, draft.target_id,
-             draft.payload.decode("utf-8"), draft.checksum, admitted],
+            [
+                draft.id,
+                draft.owner,
+                draft.op_type,
+                draft.scope_key,
+                draft.target_id,
+                draft.payload.decode("utf-8"),
+                draft.checksum,
+                admitted,
+            ],
         )
         if returned:
-            return StoredOperation(seq=int(returned[0][0]), id=draft.id, owner=draft.owner, op_type=draft.op_type,
-                                   scope_key=draft.scope_key, target_id=draft.target_id,
-                                   payload=draft.payload.decode("utf-8"), checksum=draft.checksum,
-                                   admitted_at=from_epoch_us(admitted)), True
+            return StoredOperation(
+                seq=int(returned[0][0]),
+                id=draft.id,
+                owner=draft.owner,
+                op_type=draft.op_type,
+                scope_key=draft.scope_key,
+                target_id=draft.target_id,
+                payload=draft.payload.decode("utf-8"),
+                checksum=draft.checksum,
+                admitted_at=from_epoch_us(admitted),
+            ), True
         existing = self._operation_by_id(draft.id)
         if existing is None:  # pragma: no cover - a conflicting row exists by definition
             raise CorruptRecord(f"operation {draft.id} conflicted but cannot be read back")
@@ -333,12 +440,28 @@ class StoreSession:
         seq = self.conn.fetchall(
             "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-            [draft.id, draft.owner, draft.op_type, draft.scope_key, draft.target_id,
-             draft.payload.decode("utf-8"), draft.checksum, admitted],
+            [
+                draft.id,
+                draft.owner,
+                draft.op_type,
+                draft.scope_key,
+                draft.target_id,
+                draft.payload.decode("utf-8"),
+                draft.checksum,
+                admitted,
+            ],
         )[0][0]
-        return StoredOperation(seq=int(seq), id=draft.id, owner=draft.owner, op_type=draft.op_type, scope_key=draft.scope_key,
-                               target_id=draft.target_id, payload=draft.payload.decode("utf-8"),
-                               checksum=draft.checksum, admitted_at=from_epoch_us(admitted))
+        return StoredOperation(
+            seq=int(seq),
+            id=draft.id,
+            owner=draft.owner,
+            op_type=draft.op_type,
+            scope_key=draft.scope_key,
+            target_id=draft.target_id,
+            payload=draft.payload.decode("utf-8"),
+            checksum=draft.checksum,
+            admitted_at=from_epoch_us(admitted),
+        )
 
     def _operation_by_id(self, op_id: str) -> StoredOperation | None:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
@@ -371,13 +494,23 @@ class StoreSession:
             for row in rows:
                 op = row_operation(row).verified(owner)
                 if op.target_id in found:
-                    raise AmbiguousRecord(f"two {op_type} operations claim target {op.target_id}; the store needs repair")
+                    raise AmbiguousRecord(
+                        f"two {op_type} operations claim target {op.target_id}; the store needs repair"
+                    )
                 found[op.target_id] = op
         return found
 
-    def list_operations(self, owner: str, op_type: str, *, scope_key: str | None = None,
-                        after_target: str | None = None, limit: int = 100, order: str = "target",
-                        newest_first: bool = False) -> list[StoredOperation]:
+    def list_operations(
+        self,
+        owner: str,
+        op_type: str,
+        *,
+        scope_key: str | None = None,
+        after_target: str | None = None,
+        limit: int = 100,
+        order: str = "target",
+        newest_first: bool = False,
+    ) -> list[StoredOperation]:
         """A bounded page of an owner's operations of one type, ordered by target id or seq."""
         sql = f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ?"
         params: list[Any] = [owner, op_type]
@@ -409,8 +542,9 @@ class StoreSession:
         size = self.conn.id_batch
         return [keys] if size is None else list(_chunks(keys, size))
 
-    def operation_integrity(self, owner: str, op_type: str, target_ids: Sequence[str],
-                            digest_field: str) -> list[tuple[str, str, bool, str]]:
+    def operation_integrity(
+        self, owner: str, op_type: str, target_ids: Sequence[str], digest_field: str
+    ) -> list[tuple[str, str, bool, str]]:
         """(target id, checksum, payload still hashes to checksum, value of a top-level digest
         field) per operation. Where the backend hashes fast, no payload leaves the database;
         otherwise payloads stream back in batches and are hashed from the Arrow buffers."""
@@ -421,16 +555,27 @@ class StoreSession:
             with self.conn.id_filter("target_id", chunk) as (where, extra):
                 if hash_sql is not None:
                     digest_sql = f"substr(payload, strpos(payload, ?) + {len(marker)}, 64)"
-                    found.extend(tuple(r) for r in self.conn.fetchall(
-                        f"SELECT target_id, checksum, {hash_sql} = checksum, {digest_sql} FROM operations "
-                        f"WHERE owner = ? AND op_type = ? AND {where}", [marker, owner, op_type, *extra]))
+                    found.extend(
+                        tuple(r)
+                        for r in self.conn.fetchall(
+                            f"SELECT target_id, checksum, {hash_sql} = checksum, {digest_sql} FROM operations "
+                            f"WHERE owner = ? AND op_type = ? AND {where}",
+                            [marker, owner, op_type, *extra],
+                        )
+                    )
                     continue
                 for batch in self.conn.stream_arrow(
-                        f"SELECT target_id, checksum, payload FROM operations WHERE owner = ? AND op_type = ? AND {where}",
-                        [owner, op_type, *extra]):
-                    intact, digests = _verify_payloads(batch.column("payload"), batch.column("checksum"), marker.encode())
-                    found.extend(zip(batch.column("target_id").to_pylist(), batch.column("checksum").to_pylist(),
-                                     intact, digests))
+                    f"SELECT target_id, checksum, payload FROM operations WHERE owner = ? AND op_type = ? AND {where}",
+                    [owner, op_type, *extra],
+                ):
+                    intact, digests = _verify_payloads(
+                        batch.column("payload"), batch.column("checksum"), marker.encode()
+                    )
+                    found.extend(
+                        zip(
+                            batch.column("target_id").to_pylist(), batch.column("checksum").to_pylist(), intact, digests
+                        )
+                    )
         return found
 
     def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
@@ -438,22 +583,27 @@ class StoreSession:
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
                 for batch in self.conn.stream_arrow(
-                        "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
-                        "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
-                        f"FROM receipt_projections WHERE owner = ? AND {where}", [owner, *extra]):
+                    "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
+                    "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
+                    f"FROM receipt_projections WHERE owner = ? AND {where}",
+                    [owner, *extra],
+                ):
                     yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
 
     def latest_operation(self, owner: str, op_type: str, target_id: str) -> StoredOperation | None:
         """The newest verified operation of a type for a target (for append-only version chains)."""
         rows = self.conn.fetchall(
             f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? AND target_id = ? "
-            "ORDER BY seq DESC LIMIT 1", [owner, op_type, target_id])
+            "ORDER BY seq DESC LIMIT 1",
+            [owner, op_type, target_id],
+        )
         return row_operation(rows[0]).verified(owner) if rows else None
 
     def operation_fingerprint(self, owner: str, op_type: str) -> tuple[int, int]:
         """(count, newest seq) of an owner's operations of one type: changes when one is added."""
         row = self.conn.fetchall(
-            "SELECT count(*), coalesce(max(seq), 0) FROM operations WHERE owner = ? AND op_type = ?", [owner, op_type])[0]
+            "SELECT count(*), coalesce(max(seq), 0) FROM operations WHERE owner = ? AND op_type = ?", [owner, op_type]
+        )[0]
         return int(row[0]), int(row[1])
 
     def scope_sets_since(self, op_type: str, after_seq: int, limit: int) -> list[tuple[str, str, int]]:
@@ -461,7 +611,9 @@ class StoreSession:
         across owners (for discovering new learning targets), oldest first, bounded."""
         rows = self.conn.fetchall(
             "SELECT owner, scope_key, max(seq) AS newest FROM operations WHERE op_type = ? AND seq > ? "
-            "AND scope_key IS NOT NULL GROUP BY owner, scope_key ORDER BY newest LIMIT ?", [op_type, after_seq, limit])
+            "AND scope_key IS NOT NULL GROUP BY owner, scope_key ORDER BY newest LIMIT ?",
+            [op_type, after_seq, limit],
+        )
         return [(r[0], r[1], int(r[2])) for r in rows]
 
     def operation_at(self, op_id: str, seq: int) -> StoredOperation | None:
@@ -472,15 +624,18 @@ class StoreSession:
 
     # --- ranking pointer heads (a derived index over the pointer changes in the log) -----
 
-    def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None,
-                                                                       tuple[str, int] | None]:
+    def pointer_position(
+        self, owner: str, scope_key: str
+    ) -> tuple[tuple[str, int | None] | None, tuple[str, int] | None]:
         """In one statement: (operation id, log seq) named by the head row of (owner, scope key),
         and (operation id, log seq) of the newest entry of the append-only change index; None
         where there is no such row."""
         rows = self.conn.fetchall(
             "SELECT 0, op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? UNION ALL "
             "SELECT 1, op_id, seq FROM (SELECT op_id, seq FROM ranking_pointer_changes WHERE owner = ? "
-            "AND scope_key = ? ORDER BY seq DESC LIMIT 1) AS newest", [owner, scope_key, owner, scope_key])
+            "AND scope_key = ? ORDER BY seq DESC LIMIT 1) AS newest",
+            [owner, scope_key, owner, scope_key],
+        )
         found = {int(kind): (op_id, None if seq is None else int(seq)) for kind, op_id, seq in rows}
         return found.get(0), found.get(1)  # type: ignore[return-value]
 
@@ -490,15 +645,19 @@ class StoreSession:
             "INSERT INTO ranking_pointer_heads (owner, scope_key, op_id, op_seq, payload, checksum) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (owner, scope_key) DO UPDATE SET op_id = excluded.op_id, "
             "op_seq = excluded.op_seq, payload = excluded.payload, checksum = excluded.checksum",
-            [owner, scope_key, op.id, op.seq, op.payload, op.checksum])
+            [owner, scope_key, op.id, op.seq, op.payload, op.checksum],
+        )
 
     def delete_pointer_head(self, owner: str, scope_key: str) -> None:
         self.conn.execute("DELETE FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?", [owner, scope_key])
 
     def index_pointer_change(self, op: StoredOperation) -> None:
         """Add a stored pointer change to the append-only change index (same transaction)."""
-        self.conn.execute("INSERT INTO ranking_pointer_changes (owner, scope_key, seq, op_id) VALUES (?, ?, ?, ?) "
-                          "ON CONFLICT DO NOTHING", [op.owner, op.scope_key, op.seq, op.id])
+        self.conn.execute(
+            "INSERT INTO ranking_pointer_changes (owner, scope_key, seq, op_id) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [op.owner, op.scope_key, op.seq, op.id],
+        )
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""
@@ -512,9 +671,14 @@ class StoreSession:
         (no conflict clause and no seq read back: the cheapest bulk append). A duplicate id
         raises ``DuplicateKey`` and the transaction must end."""
         admitted = to_epoch_us(utc_now())
-        self.conn.bulk_insert("operations", NEW_OPERATION_COLUMNS, [
-            (d.id, d.owner, d.op_type, d.scope_key, d.target_id, d.payload.decode("utf-8"), d.checksum, admitted)
-            for d in drafts])
+        self.conn.bulk_insert(
+            "operations",
+            NEW_OPERATION_COLUMNS,
+            [
+                (d.id, d.owner, d.op_type, d.scope_key, d.target_id, d.payload.decode("utf-8"), d.checksum, admitted)
+                for d in drafts
+            ],
+        )
 
     def insert_receipt_projections(self, rows: Sequence[tuple]) -> None:
         """Packed candidate projections of receipts: one row per receipt, in ``PROJECTION_COLUMNS``
@@ -533,18 +697,45 @@ class StoreSession:
         """Up to ``limit`` of the owner's edges with id after ``after``, in id order, as
         ``ARTIFACT_EDGE_COLUMNS`` tuples."""
         edges = f"SELECT {', '.join(ARTIFACT_EDGE_COLUMNS)} FROM memory_edges WHERE owner = ?"
-        return self.conn.fetchall(f"{edges}{'' if after is None else ' AND id > ?'} ORDER BY id LIMIT ?",
-                                  [owner, *([] if after is None else [after]), limit])
+        return self.conn.fetchall(
+            f"{edges}{'' if after is None else ' AND id > ?'} ORDER BY id LIMIT ?",
+            [owner, *([] if after is None else [after]), limit],
+        )
 
 
 # Row layouts of the section above.
 NEW_OPERATION_COLUMNS = OPERATION_COLUMNS[1:]  # every column but seq, which the database assigns
 PROJECTION_HEADER_COLUMNS = ("schema_version", "scope_key", "query", "ranking_policy", "fusion", "candidate_count")
-PROJECTION_COLUMNS = ("owner", "request_id", "receipt_checksum", *PROJECTION_HEADER_COLUMNS, "int_columns",
-                      "float_columns", "node_ids", "base_node_ids", "adjustments")
-ARTIFACT_NODE_COLUMNS = ("id", "version", "scope", "node_type", "content_hash", "session_id", "event_us",
-                         "created_us", "updated_us", "valid_from_us", "valid_to_us", "salience", "confidence",
-                         "epistemic_type", "lifecycle", "metadata", "superseded_by")
+PROJECTION_COLUMNS = (
+    "owner",
+    "request_id",
+    "receipt_checksum",
+    *PROJECTION_HEADER_COLUMNS,
+    "int_columns",
+    "float_columns",
+    "node_ids",
+    "base_node_ids",
+    "adjustments",
+)
+ARTIFACT_NODE_COLUMNS = (
+    "id",
+    "version",
+    "scope",
+    "node_type",
+    "content_hash",
+    "session_id",
+    "event_us",
+    "created_us",
+    "updated_us",
+    "valid_from_us",
+    "valid_to_us",
+    "salience",
+    "confidence",
+    "epistemic_type",
+    "lifecycle",
+    "metadata",
+    "superseded_by",
+)
 """Every stored column of a node version but the owner (the digest names it once) and the content
 (its hash stands for it)."""
 ARTIFACT_EDGE_COLUMNS = ("id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")

@@ -34,7 +34,6 @@ class StoreURL:
             netloc = f"{user.split(':', 1)[0]}:***@{host}" if ":" in user else netloc
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
-
     def identity(self) -> str:
         """Which store this is, whatever the spelling or credentials: the absolute DuckDB file
         (or ``:memory:``), or the PostgreSQL host, port, database and ``prme_schema``."""
@@ -70,18 +69,23 @@ def _check_options(options: dict[str, str]) -> dict[str, str]:
         except ValueError:
             seconds = math.nan
         if not (math.isfinite(seconds) and 0.0 <= seconds <= MAX_LOCK_TIMEOUT_S):
-            raise InvalidInput("store_url.lock_timeout", f"must be a number of seconds in 0..{MAX_LOCK_TIMEOUT_S:g}, "
-                               f"got {value!r}")
+            raise InvalidInput(
+                "store_url.lock_timeout", f"must be a number of seconds in 0..{MAX_LOCK_TIMEOUT_S:g}, got {value!r}"
+            )
     if "pool_size" in options:
         value = options["pool_size"]
         if not (value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_POOL_SIZE):
-            raise InvalidInput("store_url.pool_size", f"must be a whole number of connections in 1..{MAX_POOL_SIZE}, "
-                               f"got {value!r}")
+            raise InvalidInput(
+                "store_url.pool_size", f"must be a whole number of connections in 1..{MAX_POOL_SIZE}, got {value!r}"
+            )
     if "prme_schema" in options:
         value = options["prme_schema"]
         if SCHEMA_NAME_PATTERN.fullmatch(value) is None or value.startswith("pg_"):
-            raise InvalidInput("store_url.prme_schema", "must be a lowercase letter followed by at most 62 lowercase "
-                               f"letters, digits or _ (and not start with pg_), got {value!r}")
+            raise InvalidInput(
+                "store_url.prme_schema",
+                "must be a lowercase letter followed by at most 62 lowercase "
+                f"letters, digits or _ (and not start with pg_), got {value!r}",
+            )
     return options
 
 
@@ -100,7 +104,9 @@ def parse_store_url(url: str) -> StoreURL:
         options = dict(parse_qsl(query, keep_blank_values=True))
         unknown = set(options) - _DUCKDB_OPTIONS
         if unknown:
-            raise InvalidInput("store_url", f"unknown DuckDB options {sorted(unknown)}; allowed: {sorted(_DUCKDB_OPTIONS)}")
+            raise InvalidInput(
+                "store_url", f"unknown DuckDB options {sorted(unknown)}; allowed: {sorted(_DUCKDB_OPTIONS)}"
+            )
         return StoreURL("duckdb", path, _check_options(options))
     if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         parts = urlsplit(url)

@@ -23,8 +23,14 @@ CHECK_STEPS = {name: f"{asset}_{name}" for asset, name in GATE_CHECKS}
 
 
 def _run(url, instance, assets=(*LEARNING_ASSETS, *GATES), **kw):
-    return dg.materialize(list(assets), partition_key=PARTITION, instance=instance, resources=lab_resources(url),
-                          raise_on_error=False, **kw)
+    return dg.materialize(
+        list(assets),
+        partition_key=PARTITION,
+        instance=instance,
+        resources=lab_resources(url),
+        raise_on_error=False,
+        **kw,
+    )
 
 
 def _steps(result) -> dict[str, str]:
@@ -67,7 +73,7 @@ def _assert_expected_no(result, gate, declining_stage):
     assert meta["reason"] == evaluation.description
     steps = _steps(result)
     assert steps[declining_stage] == "STEP_SUCCESS" and declining_stage not in _materialized(result)
-    later = STAGES[STAGES.index(declining_stage) + 1:]
+    later = STAGES[STAGES.index(declining_stage) + 1 :]
     later_checks = [CHECK_STEPS[name] for asset, name in GATE_CHECKS if asset in (declining_stage, *later)]
     assert all(steps[key] == "STEP_SKIPPED" for key in (*later, *later_checks)), steps
     assert "STEP_FAILURE" not in steps.values()
@@ -95,14 +101,22 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     make_lab(lab_url, signal="mixed")
     result = _run(lab_url, instance)
     meta = _assert_expected_no(result, "offline_gate_passed", "full_retrieval_holdout")
-    assert meta["decision"] == "no_improvement" and _materialized(result) == {"feedback_snapshot", "query_split",
-                                                                               "ranking_proposal"}
+    assert meta["decision"] == "no_improvement" and _materialized(result) == {
+        "feedback_snapshot",
+        "query_split",
+        "ranking_proposal",
+    }
     outcome = run_outcome(instance, result.run_id)
     assert (outcome["outcome"], outcome["stopped_by"], outcome["decision"]) == (
-        "expected_no", "offline_gate_passed", "no_improvement")
+        "expected_no",
+        "offline_gate_passed",
+        "no_improvement",
+    )
     assert float(outcome["gain"]) == meta["validation_ndcg_gain"]
-    assert (float(outcome["interval_low"]), float(outcome["interval_high"])) == (meta["interval_low"],
-                                                                                 meta["interval_high"])
+    assert (float(outcome["interval_low"]), float(outcome["interval_high"])) == (
+        meta["interval_low"],
+        meta["interval_high"],
+    )
     assert outcome["needs"] == meta["needs"]
     assert outcome["needs"] == "no measurable gain" or outcome["needs"].startswith(("needs about", "enough"))
     assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
@@ -202,10 +216,16 @@ def test_a_passing_run_records_its_outcome_and_profile(lab_url, instance):
     result = _run(lab_url, instance)
     assert result.success and "candidate_profile" in _materialized(result)
     outcome = run_outcome(instance, result.run_id)
-    profile_id = instance.get_latest_materialization_event(dg.AssetKey("candidate_profile")) \
-        .asset_materialization.metadata["profile_id"].value
+    profile_id = (
+        instance.get_latest_materialization_event(dg.AssetKey("candidate_profile"))
+        .asset_materialization.metadata["profile_id"]
+        .value
+    )
     assert (outcome["outcome"], outcome["decision"], outcome["profile_id"]) == (
-        "passed", "improved_full_retrieval", profile_id)
+        "passed",
+        "improved_full_retrieval",
+        profile_id,
+    )
     assert "stopped_by" not in outcome and float(outcome["interval_low"]) > 0
     tags = instance.get_run_by_id(result.run_id).tags
     assert all(PREFIX + key in tags for key in OUTCOME_KEYS)  # every key written, empty when it does not apply

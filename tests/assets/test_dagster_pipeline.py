@@ -25,8 +25,13 @@ PARTITION = encode_target(OWNER, SCOPES)
 
 
 def _materialize(url, instance):
-    return dg.materialize([*LEARNING_ASSETS, *GATES], partition_key=PARTITION, instance=instance,
-                          resources=lab_resources(url), raise_on_error=False)
+    return dg.materialize(
+        [*LEARNING_ASSETS, *GATES],
+        partition_key=PARTITION,
+        instance=instance,
+        resources=lab_resources(url),
+        raise_on_error=False,
+    )
 
 
 def _outcome(result):
@@ -41,19 +46,26 @@ def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab
     result = _materialize(lab_url, instance)
     checks, materialized = _outcome(result)
     assert result.success and all(checks.values()) and set(checks) == {n for _, n in GATE_CHECKS}
-    assert materialized == {"feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout",
-                            "candidate_profile"}
+    assert materialized == {
+        "feedback_snapshot",
+        "query_split",
+        "ranking_proposal",
+        "full_retrieval_holdout",
+        "candidate_profile",
+    }
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
     assert isinstance(request, dg.RunRequest) and request.tags == {"prme/activation_target": PARTITION}
-    first = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                    resources=lab_resources(lab_url))
+    first = activate_profile_job.execute_in_process(
+        run_config=request.run_config, instance=instance, resources=lab_resources(lab_url)
+    )
     assert first.success
     with MemoryClient(lab_url) as client:
         history = client.ranking_profile_history(OWNER, SCOPES)
         response = client.retrieve("how much is the cat repair", owner=OWNER, scopes=list(SCOPES), reference_time=NOW)
     assert len(history) == 1 and response.metadata.ranking_profile_status == "applied"
-    rerun = activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                    resources=lab_resources(lab_url))
+    rerun = activate_profile_job.execute_in_process(
+        run_config=request.run_config, instance=instance, resources=lab_resources(lab_url)
+    )
     assert rerun.success
     meta = rerun.output_for_node("activate_profile_op")
     assert meta["change_id"] == str(history[0].change_id)
@@ -73,14 +85,19 @@ def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
 
     def run():
-        return activate_profile_job.execute_in_process(run_config=request.run_config, instance=instance,
-                                                       resources=lab_resources(lab_url), raise_on_error=False)
+        return activate_profile_job.execute_in_process(
+            run_config=request.run_config, instance=instance, resources=lab_resources(lab_url), raise_on_error=False
+        )
 
     first = run()
     assert first.success and _activation_metadata(first)["outcome"] == "activated"
     profile_id = _activation_metadata(first)["profile_id"]
     rerun = _activation_metadata(run())
-    assert (rerun["outcome"], rerun["no_op_rerun"], rerun["active_profile_id"]) == ("already_recorded", True, profile_id)
+    assert (rerun["outcome"], rerun["no_op_rerun"], rerun["active_profile_id"]) == (
+        "already_recorded",
+        True,
+        profile_id,
+    )
     with MemoryClient(lab_url) as client:
         client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)  # the operator's decision
     refused = run()
@@ -116,7 +133,9 @@ def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
 def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
     make_lab(lab_url, holdout_truth="vague")
     checks, materialized = _outcome(_materialize(lab_url, instance))
-    assert checks["offline_gate_passed"] and checks["holdout_memory_unchanged"] and checks["holdout_gate_passed"] is False
+    assert (
+        checks["offline_gate_passed"] and checks["holdout_memory_unchanged"] and checks["holdout_gate_passed"] is False
+    )
     assert "candidate_profile" not in materialized
     with MemoryClient(lab_url) as client:
         assert client.list_ranking_profiles(OWNER) == []
@@ -178,8 +197,9 @@ def test_the_discovery_sensor_adds_keys_for_new_scope_sets_and_advances_its_curs
         keys = [k for r in first.dynamic_partitions_requests for k in r.partition_keys]
         assert sorted(keys) == ["alice::personal", "bob::project"]
         inst.add_dynamic_partitions(LEARNING_TARGETS.name, keys)
-        again = learning_target_discovery_sensor(dg.build_sensor_context(instance=inst, cursor=first.cursor),
-                                                 prme_store=store)
+        again = learning_target_discovery_sensor(
+            dg.build_sensor_context(instance=inst, cursor=first.cursor), prme_store=store
+        )
         assert not again.dynamic_partitions_requests and int(again.cursor) >= int(first.cursor)
 
 
@@ -193,7 +213,9 @@ def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance
     assert isinstance(nightly_learning_schedule(context, prme_store=store), dg.SkipReason)
     with MemoryClient(lab_url) as client:
         r = client.retrieve(feedback_question("cat"), owner=OWNER, scopes=list(SCOPES), reference_time=NOW, limit=3)
-        client.record_relevance(r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user")
+        client.record_relevance(
+            r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user"
+        )
     after = nightly_learning_schedule(context, prme_store=store)
     assert [r.partition_key for r in after] == [PARTITION] and after[0].run_key != before[0].run_key
 
@@ -205,8 +227,9 @@ def _multiprocess_run(url, monkeypatch):
     with dg.instance_for_test() as inst:
         inst.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
         inst.event_log_storage.set_concurrency_slots("prme_store", 1)  # as dagster.yaml's pool limit
-        result = dg.execute_job(dg.reconstructable(multiprocess_learning_job), instance=inst,
-                                tags={"dagster/partition": PARTITION})
+        result = dg.execute_job(
+            dg.reconstructable(multiprocess_learning_job), instance=inst, tags={"dagster/partition": PARTITION}
+        )
         assert result.success, [e.message for e in result.all_events if e.is_failure]
         passed = {c.name for c in latest_checks(inst, GATE_CHECKS, PARTITION) if c.passed}
         assert passed == {name for _, name in GATE_CHECKS}
@@ -231,5 +254,11 @@ def test_every_gate_is_a_blocking_partitioned_check_on_its_stage():
     specs = {(key.asset_key.to_user_string(), key.name): graph.get_check_spec(key) for key in graph.asset_check_keys}
     assert set(specs) == set(GATE_CHECKS)
     assert all(spec.blocking for spec in specs.values())
-    for asset in ("feedback_snapshot", "query_split", "ranking_proposal", "full_retrieval_holdout", "candidate_profile"):
+    for asset in (
+        "feedback_snapshot",
+        "query_split",
+        "ranking_proposal",
+        "full_retrieval_holdout",
+        "candidate_profile",
+    ):
         assert graph.get(dg.AssetKey(asset)).partitions_def == LEARNING_TARGETS

@@ -64,7 +64,8 @@ def _free_port() -> int:
 
 def _webserver_command(port: int) -> list[str]:
     executable = shutil.which("dagster-webserver", path=str(Path(sys.executable).parent)) or shutil.which(
-        "dagster-webserver")
+        "dagster-webserver"
+    )
     if executable is None:
         pytest.fail("dagster-webserver is not installed (it is a project dependency: pip install -e .)")
     return [executable, "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
@@ -76,8 +77,9 @@ def _get(url: str, timeout: float = 5.0) -> bytes:
 
 
 def _graphql(base: str, query: str) -> dict:
-    request = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{base}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback only
         body = json.loads(response.read())
     assert "errors" not in body, body.get("errors")
@@ -104,25 +106,34 @@ def webserver(tmp_path_factory):
     home = tmp_path_factory.mktemp("dagster_home")
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home),
-           "PRME_STORE_URL": f"duckdb:///{home / 'prme.duckdb'}", "DAGSTER_DISABLE_TELEMETRY": "1"}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "PRME_STORE_URL": f"duckdb:///{home / 'prme.duckdb'}",
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
     log = (home / "webserver.log").open("wb")
-    process = subprocess.Popen(_webserver_command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        _webserver_command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while True:
             if process.poll() is not None:
-                pytest.fail(f"dagster-webserver exited with {process.returncode}:\n"
-                            f"{(home / 'webserver.log').read_text()[-4000:]}")
+                pytest.fail(
+                    f"dagster-webserver exited with {process.returncode}:\n"
+                    f"{(home / 'webserver.log').read_text()[-4000:]}"
+                )
             try:
                 info = json.loads(_get(f"{base}/server_info"))
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    pytest.fail(f"dagster-webserver did not answer /server_info within {START_TIMEOUT_S:.0f} s:\n"
-                                f"{(home / 'webserver.log').read_text()[-4000:]}")
+                    pytest.fail(
+                        f"dagster-webserver did not answer /server_info within {START_TIMEOUT_S:.0f} s:\n"
+                        f"{(home / 'webserver.log').read_text()[-4000:]}"
+                    )
                 time.sleep(0.5)
         yield base, info, process
     finally:
@@ -179,6 +190,9 @@ def test_graphql_serves_the_locomo_demo_as_its_own_code_location(webserver):
     repositories = _graphql(base, JOBS_QUERY)["repositoriesOrError"]
     (repo,) = [r for r in repositories["nodes"] if r["location"]["name"] == "prme_locomo_demo"]
     assert {j["name"] for j in repo["jobs"]} - {"__ASSET_JOB"} == {"locomo_demo_job"}
-    demo_assets = {"/".join(n["assetKey"]["path"]) for n in _graphql(base, ASSET_GRAPH_QUERY)["assetNodes"]
-                   if n["repository"]["location"]["name"] == "prme_locomo_demo"}
+    demo_assets = {
+        "/".join(n["assetKey"]["path"])
+        for n in _graphql(base, ASSET_GRAPH_QUERY)["assetNodes"]
+        if n["repository"]["location"]["name"] == "prme_locomo_demo"
+    }
     assert demo_assets == {"locomo_memories", "locomo_feedback"}

@@ -41,14 +41,17 @@ def test_workspace_yaml_loads_the_definitions_module():
 def test_workspace_yaml_loads_the_demo_as_its_own_code_location_and_deploy_loads_production_only():
     locations = [e["python_module"] for e in yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]]
     assert [(e["module_name"], e["location_name"]) for e in locations] == [
-        ("prme_assets.definitions", "prme_learning"), ("prme_assets.demo.definitions", "prme_locomo_demo")]
+        ("prme_assets.definitions", "prme_learning"),
+        ("prme_assets.demo.definitions", "prme_locomo_demo"),
+    ]
     deploy = [e["python_module"] for e in yaml.safe_load((ROOT / "deploy" / "workspace.yaml").read_text())["load_from"]]
     assert [(e["module_name"], e["location_name"]) for e in deploy] == [("prme_assets.definitions", "prme_learning")]
 
 
 def test_prme_core_never_imports_dagster():
     offenders = [
-        str(p.relative_to(ROOT)) for p in (ROOT / "prme_core").rglob("*.py")
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "prme_core").rglob("*.py")
         if any(line.lstrip().startswith(("import dagster", "from dagster")) for line in p.read_text().splitlines())
     ]
     assert offenders == []
@@ -68,12 +71,16 @@ def definitions_snapshot() -> dict:
             "partitions": getattr(node.partitions_def, "name", None),
             "checks": sorted(c.name for c in graph.asset_check_keys if c.asset_key == key),
         }
-    checks = {f"{c.asset_key.to_user_string()}:{c.name}": {
-        "blocking": graph.get_check_spec(c).blocking,
-        "partitions": getattr(graph.get_check_spec(c).partitions_def, "name", None)}
-        for c in sorted(graph.asset_check_keys, key=lambda c: (c.asset_key.to_user_string(), c.name))}
+    checks = {
+        f"{c.asset_key.to_user_string()}:{c.name}": {
+            "blocking": graph.get_check_spec(c).blocking,
+            "partitions": getattr(graph.get_check_spec(c).partitions_def, "name", None),
+        }
+        for c in sorted(graph.asset_check_keys, key=lambda c: (c.asset_key.to_user_string(), c.name))
+    }
     return {
-        "assets": assets, "checks": checks,
+        "assets": assets,
+        "checks": checks,
         "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")),
         "sensors": sorted(s.name for s in defs.sensors or ()),
         "schedules": sorted(s.name for s in defs.schedules or ()),
@@ -112,8 +119,14 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
     import sys
 
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "PRME_STORE_URL": f"duckdb:///{tmp_path / 's.duckdb'}"}
-    done = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "All code locations passed validation" in done.stdout + done.stderr
 

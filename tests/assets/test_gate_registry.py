@@ -14,8 +14,9 @@ from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import PrmeStoreResource
 
 PARTITION = encode_target("alice", ("personal",))
-DEFINED_CHECKS = sorted((k.asset_key.to_user_string(), k.name)
-                        for k in build_definitions().resolve_asset_graph().asset_check_keys)
+DEFINED_CHECKS = sorted(
+    (k.asset_key.to_user_string(), k.name) for k in build_definitions().resolve_asset_graph().asset_check_keys
+)
 
 
 def test_the_registry_lists_every_gate_once_and_definitions_register_exactly_those_checks():
@@ -34,11 +35,15 @@ def _sensor_reason(tmp_path, failing: tuple[str, str] | None) -> str:
     profile_id = str(uuid.uuid4())
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(LEARNING_TARGETS.name, [PARTITION])
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "candidate_profile", partition=PARTITION, metadata={"profile_id": profile_id}))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("candidate_profile", partition=PARTITION, metadata={"profile_id": profile_id})
+        )
         for asset, name in DEFINED_CHECKS:
-            instance.report_runless_asset_event(dg.AssetCheckEvaluation(
-                asset_key=dg.AssetKey(asset), check_name=name, passed=(asset, name) != failing, partition=PARTITION))
+            instance.report_runless_asset_event(
+                dg.AssetCheckEvaluation(
+                    asset_key=dg.AssetKey(asset), check_name=name, passed=(asset, name) != failing, partition=PARTITION
+                )
+            )
         result = profile_activation_sensor(dg.build_sensor_context(instance=instance), prme_store=store)
     assert isinstance(result, dg.SkipReason)
     return result.skip_message

@@ -16,8 +16,10 @@ def _development_data():
 
 
 DATA = _development_data()
-needs_data = pytest.mark.skipif(DATA is None or not DATA.is_file(),
-                                reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
+needs_data = pytest.mark.skipif(
+    DATA is None or not DATA.is_file(),
+    reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)",
+)
 
 
 @needs_data

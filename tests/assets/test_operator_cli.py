@@ -23,7 +23,26 @@ from prme_core import MemoryClient
 from prme_core.datasets.locomo import read_locomo, split_questions
 from tests.conftest import _postgres_dsn
 
-WORDS = ["kayak", "lantern", "meadow", "quartz", "harbor", "violin", "saffron", "glacier", "orchard", "falcon", "cobalt", "tundra", "pepper", "marble", "canyon", "ember", "willow", "bison"]
+WORDS = [
+    "kayak",
+    "lantern",
+    "meadow",
+    "quartz",
+    "harbor",
+    "violin",
+    "saffron",
+    "glacier",
+    "orchard",
+    "falcon",
+    "cobalt",
+    "tundra",
+    "pepper",
+    "marble",
+    "canyon",
+    "ember",
+    "willow",
+    "bison",
+]
 _BIN = shutil.which("prme", path=str(Path(sys.executable).parent))
 PRME = [_BIN] if _BIN else [sys.executable, "-m", "prme_assets.cli"]
 
@@ -37,10 +56,21 @@ def _conversation(sample_id: str, sessions: int = 3, turns: int = 6) -> dict:
         conv[f"session_{s}"] = []
         for t in range(1, turns + 1):
             word = WORDS[(s * turns + t) % len(WORDS)]
-            conv[f"session_{s}"].append({"speaker": "Ann" if t % 2 else "Bob", "dia_id": f"D{s}:{t}",
-                                         "text": f"In session {s} we talked about the {word} number {t}"})
-            qa.append({"question": f"What did we say about the {word} number {t} in session {s}?",
-                       "answer": word, "evidence": [f"D{s}:{t}"], "category": 1})
+            conv[f"session_{s}"].append(
+                {
+                    "speaker": "Ann" if t % 2 else "Bob",
+                    "dia_id": f"D{s}:{t}",
+                    "text": f"In session {s} we talked about the {word} number {t}",
+                }
+            )
+            qa.append(
+                {
+                    "question": f"What did we say about the {word} number {t} in session {s}?",
+                    "answer": word,
+                    "evidence": [f"D{s}:{t}"],
+                    "category": 1,
+                }
+            )
     return {"sample_id": sample_id, "conversation": conv, "qa": qa}
 
 
@@ -65,8 +95,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def prme(*args: str, cwd: Path, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*PRME, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [*PRME, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def first_line(result: subprocess.CompletedProcess) -> str:
@@ -97,16 +128,20 @@ def _expected(data: Path) -> dict[str, tuple[int, int, int]]:
 
 # --- help and version -------------------------------------------------------------------------
 
+
 def test_help_is_plain_text_and_loads_neither_dagster_nor_the_engine(workdir):
     started = time.perf_counter()
     result = prme("--help", cwd=workdir)
     assert result.returncode == 0
     assert "exit codes:" in result.stdout and "prme main" not in result.stderr
     assert "``" not in result.stdout and ":class:" not in result.stdout
-    code = ("import sys, prme_assets.cli as c; c.build_parser(); "
-            "print(sorted(m for m in ('dagster', 'prme_core.engine', 'numpy') if m in sys.modules))")
-    probe = subprocess.run([sys.executable, "-c", code],
-                           capture_output=True, text=True, cwd=workdir, timeout=60, check=False)
+    code = (
+        "import sys, prme_assets.cli as c; c.build_parser(); "
+        "print(sorted(m for m in ('dagster', 'prme_core.engine', 'numpy') if m in sys.modules))"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=workdir, timeout=60, check=False
+    )
     assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr
     assert time.perf_counter() - started < 10
 
@@ -118,11 +153,14 @@ def test_version_names_the_package_version(workdir):
 
 # --- inputs checked before work ---------------------------------------------------------------
 
+
 def test_unsupported_store_scheme_is_bad_input_in_one_line(workdir, data_file):
     result = prme("main", "--data", str(data_file), "--store", "mysql://root:secret@db/prme", cwd=workdir)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
-    assert first_line(result).startswith("prme: store URL 'mysql://root:***@db/prme' (from --store): unsupported scheme")
+    assert first_line(result).startswith(
+        "prme: store URL 'mysql://root:***@db/prme' (from --store): unsupported scheme"
+    )
     assert "secret" not in result.stderr
     assert not (workdir / ".prme").exists() and not (workdir / ".dagster_home").exists()
 
@@ -137,16 +175,26 @@ def test_missing_data_file_names_the_path(workdir):
     missing = workdir / "nowhere" / "locomo.json"
     result = prme("main", "--data", str(missing), cwd=workdir)
     assert result.returncode == 2
-    assert first_line(result) == (f"prme: data: no LoCoMo-format JSON file at {missing}; pass the file's path "
-                                  "(prme main --data PATH) or set PRME_LOCOMO_PATH")
+    assert first_line(result) == (
+        f"prme: data: no LoCoMo-format JSON file at {missing}; pass the file's path "
+        "(prme main --data PATH) or set PRME_LOCOMO_PATH"
+    )
 
 
-@pytest.mark.parametrize("content, says", [
-    ('[{"sample_id": "x", ', "is not JSON"),
-    ('{"not": "a list"}', "must hold a JSON list of conversations"),
-    (('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", '
-      '"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A"}]}}]'), "KeyError 'dia_id'"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ('[{"sample_id": "x", ', "is not JSON"),
+        ('{"not": "a list"}', "must hold a JSON list of conversations"),
+        (
+            (
+                '[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", '
+                '"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A"}]}}]'
+            ),
+            "KeyError 'dia_id'",
+        ),
+    ],
+)
 def test_malformed_data_file_names_its_path(workdir, content, says):
     bad = workdir / "broken.json"
     bad.write_text(content, "utf-8")
@@ -173,10 +221,8 @@ def test_debug_adds_the_traceback_before_the_line(workdir, data_file):
 
 def test_locked_duckdb_store_fails_in_one_line_naming_the_file(workdir, data_file):
     path = workdir / "held.duckdb"
-    hold = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-            "print('locked', flush=True); time.sleep(120)")
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)],
-                              stdout=subprocess.PIPE, text=True)
+    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(120)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         started = time.perf_counter()
@@ -201,13 +247,15 @@ def _free_port() -> int:
 def test_unreachable_postgresql_fails_fast_with_the_cause(workdir, data_file):
     port = _free_port()
     started = time.perf_counter()
-    result = prme("main", "--data", str(data_file), "--store", f"postgresql://postgres@127.0.0.1:{port}/prme",
-                  cwd=workdir)
+    result = prme(
+        "main", "--data", str(data_file), "--store", f"postgresql://postgres@127.0.0.1:{port}/prme", cwd=workdir
+    )
     elapsed = time.perf_counter() - started
     assert result.returncode == 1
     line = first_line(result)
-    assert line.startswith(f"prme: cannot connect to PostgreSQL (host 127.0.0.1, port {port}, database prme, "
-                           "user postgres;")
+    assert line.startswith(
+        f"prme: cannot connect to PostgreSQL (host 127.0.0.1, port {port}, database prme, user postgres;"
+    )
     assert "Connection refused" in line and result.stderr.strip().count("\n") == 0
     assert elapsed < 8  # the pool alone used to wait 10 s and say "pool initialization incomplete"
 
@@ -231,8 +279,10 @@ def test_instance_of_another_store_is_refused_until_reset(workdir, data_file):
     (home / STORE_MARKER).write_text(json.dumps({"store": "duckdb:/elsewhere/other.duckdb"}), "utf-8")
     result = prme("main", "--data", str(data_file), cwd=workdir)
     assert result.returncode == 2
-    assert first_line(result).startswith(f"prme: the Dagster instance {home} holds the runs and partitions of the "
-                                         "store duckdb:/elsewhere/other.duckdb, not of duckdb:")
+    assert first_line(result).startswith(
+        f"prme: the Dagster instance {home} holds the runs and partitions of the "
+        "store duckdb:/elsewhere/other.duckdb, not of duckdb:"
+    )
     assert "use another DAGSTER_HOME for this store, or pass --reset" in first_line(result)
     check_instance_store(home, "duckdb:/here.duckdb", reset=True)
     assert not (home / "history").exists() and not (home / STORE_MARKER).exists()
@@ -240,6 +290,7 @@ def test_instance_of_another_store_is_refused_until_reset(workdir, data_file):
 
 
 # --- runs that fail, runs that are stopped ------------------------------------------------------
+
 
 def test_failing_learning_run_fails_the_command_naming_the_partition(tmp_path, data_file, monkeypatch, capsys):
     from prme_assets.demo.main_job import LearningRunsFailed, run_main
@@ -249,8 +300,12 @@ def test_failing_learning_run_fails_the_command_naming_the_partition(tmp_path, d
     monkeypatch.setenv("PRME_STORE_URL", f"duckdb:///{tmp_path / 'store.duckdb'}")
     (tmp_path / "home").mkdir()
     with pytest.raises(LearningRunsFailed) as raised:  # max_records=1: every snapshot is too large
-        run_main(data_path=data_file, conversations=["mini-a"], say=lambda _: None,
-                 policy=LearningPolicyResource(max_records=1))
+        run_main(
+            data_path=data_file,
+            conversations=["mini-a"],
+            say=lambda _: None,
+            policy=LearningPolicyResource(max_records=1),
+        )
     assert str(raised.value).startswith("learning mini-a::personal failed: feedback_snapshot: SnapshotTooLarge:")
     table = capsys.readouterr().out
     assert "| mini-a::personal | FAILED |" in table and "1 failed." in table
@@ -282,8 +337,14 @@ def test_ctrl_c_during_a_duckdb_query_stays_an_interrupt(tmp_path):
 
 
 def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_nothing(workdir, data_file):
-    process = subprocess.Popen([*PRME, "main", "--data", str(data_file)], cwd=workdir, env=_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*PRME, "main", "--data", str(data_file)],
+        cwd=workdir,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for line in process.stderr:
             if line.startswith("3/4 learning "):  # the learning phase has started
@@ -300,8 +361,12 @@ def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_noth
             process.kill()
     assert code == 130
     assert stopped_after < 10
-    assert rest.splitlines() == [("prme: stopped by SIGINT; the run in flight was canceled; rerun prme main to "
-                                  "continue (memories and feedback already loaded are kept and not loaded twice)")]
+    assert rest.splitlines() == [
+        (
+            "prme: stopped by SIGINT; the run in flight was canceled; rerun prme main to "
+            "continue (memories and feedback already loaded are kept and not loaded twice)"
+        )
+    ]
     assert process.stdout.read() == ""  # no table: nothing was concluded
 
     store_url = f"duckdb:///{workdir / '.prme' / 'prme.duckdb'}"
@@ -323,33 +388,67 @@ def test_ctrl_c_while_learning_exits_130_in_one_line_and_a_rerun_duplicates_noth
 def test_outcome_line_and_table_read_decision_gain_interval_reason_and_needs():
     from prme_assets.demo.outcome_table import PartitionResult, render_table
 
-    no = PartitionResult("a::personal", "r1", {
-        "outcome": "expected_no", "stopped_by": "offline_gate_passed", "decision": "no_improvement",
-        "reason": "offline gate: no_improvement", "gain": "0.0123", "interval_low": "-0.004", "interval_high": "0.029",
-        "needs": "needs about 240 more judged queries"})
-    assert no.summary() == ("not activated: no_improvement, +0.0123 [-0.0040, +0.0290]; needs about 240 more "
-                            "judged queries")
-    yes = PartitionResult("b::personal", "r2", {
-        "outcome": "passed", "decision": "improved_full_retrieval", "reason": "holdout NDCG gain +0.0300 over 40 groups",
-        "gain": "0.03", "interval_low": "0.01", "interval_high": "0.05"}, activation="activated")
+    no = PartitionResult(
+        "a::personal",
+        "r1",
+        {
+            "outcome": "expected_no",
+            "stopped_by": "offline_gate_passed",
+            "decision": "no_improvement",
+            "reason": "offline gate: no_improvement",
+            "gain": "0.0123",
+            "interval_low": "-0.004",
+            "interval_high": "0.029",
+            "needs": "needs about 240 more judged queries",
+        },
+    )
+    assert no.summary() == (
+        "not activated: no_improvement, +0.0123 [-0.0040, +0.0290]; needs about 240 more judged queries"
+    )
+    yes = PartitionResult(
+        "b::personal",
+        "r2",
+        {
+            "outcome": "passed",
+            "decision": "improved_full_retrieval",
+            "reason": "holdout NDCG gain +0.0300 over 40 groups",
+            "gain": "0.03",
+            "interval_low": "0.01",
+            "interval_high": "0.05",
+        },
+        activation="activated",
+    )
     assert yes.summary() == "activated: improved_full_retrieval, +0.0300 [+0.0100, +0.0500]"
     broken = PartitionResult("c::personal", "r3", {}, error="feedback_snapshot: StoreUnavailable: locked")
-    unsound = PartitionResult("d::personal", "r4", {"outcome": "integrity_failure", "stopped_by": "baseline_replay_exact",
-                                                     "reason": "2 judged candidates do not replay"})
-    assert unsound.failed and unsound.summary() == ("failed: integrity failure at baseline_replay_exact: 2 judged "
-                                                    "candidates do not replay")
+    unsound = PartitionResult(
+        "d::personal",
+        "r4",
+        {
+            "outcome": "integrity_failure",
+            "stopped_by": "baseline_replay_exact",
+            "reason": "2 judged candidates do not replay",
+        },
+    )
+    assert unsound.failed and unsound.summary() == (
+        "failed: integrity failure at baseline_replay_exact: 2 judged candidates do not replay"
+    )
     table = render_table([no, yes, broken, unsound]).splitlines()
-    assert table[2] == ("| a::personal | not activated | no_improvement (offline_gate_passed) | +0.0123 [-0.0040, "
-                        "+0.0290] | offline gate: no_improvement (the 95% interval includes 0) | needs about 240 more "
-                        "judged queries |")
+    assert table[2] == (
+        "| a::personal | not activated | no_improvement (offline_gate_passed) | +0.0123 [-0.0040, "
+        "+0.0290] | offline gate: no_improvement (the 95% interval includes 0) | needs about 240 more "
+        "judged queries |"
+    )
     assert table[3].startswith("| b::personal | activated | improved_full_retrieval | +0.0300 [+0.0100, +0.0500] |")
-    assert table[4] == ("| c::personal | FAILED | — | — | feedback_snapshot: StoreUnavailable: locked | fix the cause "
-                        "and rerun prme main |")
+    assert table[4] == (
+        "| c::personal | FAILED | — | — | feedback_snapshot: StoreUnavailable: locked | fix the cause "
+        "and rerun prme main |"
+    )
     assert table[5].startswith("| d::personal | FAILED (integrity) | — (baseline_replay_exact) | — | integrity failure")
     assert table[-1] == "4 learning targets; 1 with an active profile; 2 failed."
 
 
 # --- the benchmark's output ------------------------------------------------------------------------
+
 
 def test_benchmark_writes_to_scratch_unless_told_to_update_the_committed_results():
     from benchmarks import locomo_learning as bench

@@ -9,7 +9,8 @@ from prme_assets.partitions import decode_target, encode_target
 from prme_core.errors import InvalidInput
 
 owners = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=80).filter(
-    lambda s: s == s.strip() and s.strip())
+    lambda s: s == s.strip() and s.strip()
+)
 scope_names = st.from_regex(r"[a-z][a-z0-9_-]{0,12}", fullmatch=True)
 
 
@@ -25,15 +26,36 @@ def test_scope_order_and_repeats_do_not_change_the_key():
     assert encode_target("alice", ["project", "personal", "project"]) == "alice::personal+project"
 
 
-@pytest.mark.parametrize("key", ["alice", "alice::", "::personal", "a::b::c", "alice::Personal", "alice::project+personal",
-                                 "alice::personal+personal", "al%ZZce::personal", "a.b::personal", "al\nice::personal"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "alice",
+        "alice::",
+        "::personal",
+        "a::b::c",
+        "alice::Personal",
+        "alice::project+personal",
+        "alice::personal+personal",
+        "al%ZZce::personal",
+        "a.b::personal",
+        "al\nice::personal",
+    ],
+)
 def test_keys_this_codec_did_not_produce_are_rejected(key):
     with pytest.raises(InvalidInput):
         decode_target(key)
 
 
-@pytest.mark.parametrize("owner,scopes", [("", ["personal"]), (" alice", ["personal"]), ("al\x00ice", ["personal"]),
-                                          ("alice", []), ("alice", ["Not A Scope"])])
+@pytest.mark.parametrize(
+    "owner,scopes",
+    [
+        ("", ["personal"]),
+        (" alice", ["personal"]),
+        ("al\x00ice", ["personal"]),
+        ("alice", []),
+        ("alice", ["Not A Scope"]),
+    ],
+)
 def test_what_a_key_cannot_hold_is_rejected_on_encode(owner, scopes):
     with pytest.raises(InvalidInput):
         encode_target(owner, scopes)

@@ -6,7 +6,7 @@ import multiprocessing
 import queue
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -16,7 +16,7 @@ from prme_core.errors import StoreUnavailable
 from prme_core.feedback.citations import OP_CITATIONS, AnswerCitationRecord
 from prme_core.feedback.records import record_operation_id
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OWNER = "alice"
 WRITERS, ROUNDS = 8, 10
 WAIT_S = 120
@@ -29,8 +29,14 @@ def _saved_retrieval(client: MemoryClient) -> tuple[str, str]:
 
 
 def _record(client: MemoryClient, request_id: str, node_id: str, citation_id: str) -> AnswerCitationRecord:
-    return client.record_answer_citations(request_id, owner=OWNER, answer_id="answer-1", cited_node_ids=[node_id],
-                                          method="model_reported", citation_id=citation_id)
+    return client.record_answer_citations(
+        request_id,
+        owner=OWNER,
+        answer_id="answer-1",
+        cited_node_ids=[node_id],
+        method="model_reported",
+        citation_id=citation_id,
+    )
 
 
 def _record_rounds(client, request_id, node_id, citation_ids, start, out) -> None:
@@ -74,14 +80,18 @@ def test_concurrent_retries_of_one_citation_id_all_return_the_stored_record(stor
         if store_url.startswith("postgresql"):
             ctx = multiprocessing.get_context("spawn")
             start, out = ctx.Barrier(WRITERS), ctx.Queue()
-            workers = [ctx.Process(target=_writer_process, args=(store_url, request_id, node_id, citation_ids, start, out))
-                       for _ in range(WRITERS)]
+            workers = [
+                ctx.Process(target=_writer_process, args=(store_url, request_id, node_id, citation_ids, start, out))
+                for _ in range(WRITERS)
+            ]
             opened = []
         else:  # threads, each with its own store on the file (DuckDB shares one database between them)
             start, out = threading.Barrier(WRITERS), queue.Queue()
             opened = [MemoryClient(store_url) for _ in range(WRITERS)]
-            workers = [threading.Thread(target=_record_rounds, args=(c, request_id, node_id, citation_ids, start, out))
-                       for c in opened]
+            workers = [
+                threading.Thread(target=_record_rounds, args=(c, request_id, node_id, citation_ids, start, out))
+                for c in opened
+            ]
         for w in workers:
             w.start()
         acks = _drain(out, WRITERS * ROUNDS)
@@ -99,8 +109,9 @@ def test_duckdb_processes_taking_turns_on_one_file_all_return_the_stored_record(
         request_id, node_id = _saved_retrieval(client)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    workers = [ctx.Process(target=_writer_process, args=(url, request_id, node_id, citation_ids, None, out))
-               for _ in range(4)]
+    workers = [
+        ctx.Process(target=_writer_process, args=(url, request_id, node_id, citation_ids, None, out)) for _ in range(4)
+    ]
     for w in workers:
         w.start()
     acks = _drain(out, len(workers))
@@ -131,8 +142,10 @@ def test_a_duckdb_store_inherited_through_fork_refuses_to_write(tmp_path):
         request_id, node_id = _saved_retrieval(client)
         ctx = multiprocessing.get_context("fork")
         out = ctx.Queue()
-        children = [ctx.Process(target=_use_inherited_store, args=(client, request_id, node_id, citation_id, out))
-                    for _ in range(4)]
+        children = [
+            ctx.Process(target=_use_inherited_store, args=(client, request_id, node_id, citation_id, out))
+            for _ in range(4)
+        ]
         for child in children:
             child.start()
         outcomes = _drain(out, len(children))

@@ -10,7 +10,7 @@ import json
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,14 +31,43 @@ from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.multipliers import UNITY
 from prme_core.retrieval.text import normalize_query
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = list(DEFAULT_SCOPES)
 CANDIDATE = {"lexical": 4.0}
 PROPOSAL = sha256_hex("proposal inputs")
 MEMORY = sha256_hex("memory artifact")
-TOPICS = ["cat", "dog", "garden", "piano", "kyoto", "salmon", "bicycle", "tea", "chess", "violin", "marathon",
-          "python", "coffee", "sailing", "camera", "novel", "yoga", "pottery", "tennis", "baking", "lantern",
-          "glacier", "harbor", "meteor", "canoe", "tulip", "falcon", "quartz", "saddle", "oboe"]
+TOPICS = [
+    "cat",
+    "dog",
+    "garden",
+    "piano",
+    "kyoto",
+    "salmon",
+    "bicycle",
+    "tea",
+    "chess",
+    "violin",
+    "marathon",
+    "python",
+    "coffee",
+    "sailing",
+    "camera",
+    "novel",
+    "yoga",
+    "pottery",
+    "tennis",
+    "baking",
+    "lantern",
+    "glacier",
+    "harbor",
+    "meteor",
+    "canoe",
+    "tulip",
+    "falcon",
+    "quartz",
+    "saddle",
+    "oboe",
+]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "receipts"
 
 
@@ -63,8 +92,13 @@ def lab():
     client = MemoryClient("duckdb:///:memory:")
     items = []
     for topic in TOPICS:
-        items.append({"content": f"The {topic} repair costs forty dollars at the {topic} workshop",
-                      "salience": 0.05, "confidence": 0.1})
+        items.append(
+            {
+                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
+                "salience": 0.05,
+                "confidence": 0.1,
+            }
+        )
         items.append({"content": f"Alice said something about a {topic} once", "salience": 1.0, "confidence": 1.0})
     nodes = client.store_batch("alice", items)
     client.store_batch("bob", ["Bob: the cat repair workshop is closed", "Bob: tea repair is not a thing"])
@@ -85,8 +119,12 @@ def _pair(lab, holdout, query, topic, *, group=None, baseline=UNITY, candidate=C
     b_id, b = _run(lab, query, baseline, **(base_kw or {}))
     c_id, c = _run(lab, query, candidate, **(cand_kw or {}))
     holdout.receipts[b_id], holdout.receipts[c_id] = b, c
-    return FullRetrievalTrial(group_id=group or group_id(normalize_query(query)), baseline_request_id=b_id,
-                              candidate_request_id=c_id, relevant_node_ids=[lab.relevant[topic]])
+    return FullRetrievalTrial(
+        group_id=group or group_id(normalize_query(query)),
+        baseline_request_id=b_id,
+        candidate_request_id=c_id,
+        relevant_node_ids=[lab.relevant[topic]],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +143,13 @@ def holdout(improving) -> Holdout:
 
 
 def _evaluate(holdout: Holdout, **overrides) -> FullRetrievalEvaluation:
-    args = dict(owner="alice", scopes=SCOPES, proposal_input_checksum=PROPOSAL, memory_artifact_sha256=MEMORY,
-                candidate_multipliers=CANDIDATE)
+    args = dict(
+        owner="alice",
+        scopes=SCOPES,
+        proposal_input_checksum=PROPOSAL,
+        memory_artifact_sha256=MEMORY,
+        candidate_multipliers=CANDIDATE,
+    )
     args.update(overrides)
     return evaluate_full_retrieval(holdout.receipts, holdout.trials, **args)
 
@@ -117,6 +160,7 @@ def report(improving) -> FullRetrievalEvaluation:
 
 
 # --- decisions ------------------------------------------------------------------------------------
+
 
 def test_candidate_ranking_relevant_memories_higher_is_an_improvement_with_a_positive_interval(report):
     assert report.decision == "improved_full_retrieval"
@@ -138,8 +182,9 @@ def test_report_holds_both_receipt_checksums_of_every_trial(report, improving):
 def test_report_binds_feature_identity_base_scoring_and_multipliers(report, improving):
     receipt = improving.receipts[improving.trials[0].baseline_request_id][0]
     assert report.feature_identity == receipt.execution.features
-    assert report.feature_identity_sha256 == sha256_hex(json.dumps(
-        receipt.execution.features, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+    assert report.feature_identity_sha256 == sha256_hex(
+        json.dumps(receipt.execution.features, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    )
     assert report.base_scoring == receipt.scoring
     assert report.baseline_multipliers == UNITY and report.candidate_multipliers.lexical == 4.0
 
@@ -197,6 +242,7 @@ def test_baseline_receipts_recorded_without_multipliers_count_as_unity(lab):
 
 # --- tampering ------------------------------------------------------------------------------------
 
+
 def _flip_decision(d):
     d["decision"] = "no_improvement"
 
@@ -233,9 +279,20 @@ def _edit_coverage(d):
     d["coverage"]["relevant_nodes"] += 1
 
 
-@pytest.mark.parametrize("tamper", [_flip_decision, _inflate_aggregate, _edit_input_checksum, _edit_group_metric,
-                                    _narrow_interval, _drop_a_checksum, _swap_relevant_set, _edit_feature_identity,
-                                    _edit_coverage])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        _flip_decision,
+        _inflate_aggregate,
+        _edit_input_checksum,
+        _edit_group_metric,
+        _narrow_interval,
+        _drop_a_checksum,
+        _swap_relevant_set,
+        _edit_feature_identity,
+        _edit_coverage,
+    ],
+)
 def test_tampered_report_fails_to_load(report, tamper):
     data = report.model_dump(mode="json")
     tamper(data)
@@ -244,6 +301,7 @@ def test_tampered_report_fails_to_load(report, tamper):
 
 
 # --- fail-closed inputs ---------------------------------------------------------------------------
+
 
 def _replace_candidate(lab, holdout, index=0, *, kw=None, multipliers=CANDIDATE, query=None):
     """Rerun trial ``index``'s candidate arm with changed arguments."""
@@ -255,8 +313,10 @@ def _replace_candidate(lab, holdout, index=0, *, kw=None, multipliers=CANDIDATE,
 
 
 def _with_execution(receipt: RetrievalReceipt, **changes) -> tuple[RetrievalReceipt, str]:
-    execution = RetrievalExecution(parameters=changes.get("parameters", receipt.execution.parameters),
-                                   features=changes.get("features", receipt.execution.features))
+    execution = RetrievalExecution(
+        parameters=changes.get("parameters", receipt.execution.parameters),
+        features=changes.get("features", receipt.execution.features),
+    )
     changed = receipt.model_copy(update={"execution": execution})
     return changed, sha256_hex(receipt_bytes(changed))
 
@@ -268,14 +328,17 @@ def test_receipt_reused_across_trials_raises(holdout):
         _evaluate(holdout)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"owner": "bob"}, "another owner"),
-    ({"scopes": ["personal"]}, "scopes"),
-    ({"reference_time": NOW + timedelta(days=1)}, "reference_time"),
-    ({"limit": 10}, "result_limit"),
-    ({"event_time_from": NOW - timedelta(days=365)}, "event_time_from"),
-    ({"include_cross_scope": True}, "include_cross_scope"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"owner": "bob"}, "another owner"),
+        ({"scopes": ["personal"]}, "scopes"),
+        ({"reference_time": NOW + timedelta(days=1)}, "reference_time"),
+        ({"limit": 10}, "result_limit"),
+        ({"event_time_from": NOW - timedelta(days=365)}, "event_time_from"),
+        ({"include_cross_scope": True}, "include_cross_scope"),
+    ],
+)
 def test_candidate_arm_run_with_a_different_request_raises(lab, holdout, kw, match):
     _replace_candidate(lab, holdout, kw=kw)
     with pytest.raises(HoldoutIntegrityError, match=match):
@@ -298,7 +361,8 @@ def test_candidate_arm_with_different_features_raises(holdout):
     trial = holdout.trials[0]
     receipt = holdout.receipts[trial.candidate_request_id][0]
     holdout.receipts[trial.candidate_request_id] = _with_execution(
-        receipt, features={**receipt.execution.features, "python": "0.0.0"})
+        receipt, features={**receipt.execution.features, "python": "0.0.0"}
+    )
     with pytest.raises(HoldoutIntegrityError, match="execution.features"):
         _evaluate(holdout)
 
@@ -336,11 +400,16 @@ def test_receipts_before_schema_version_3_raise():
     receipt = RetrievalReceipt.model_validate_json((FIXTURES / "receipt-v2.json").read_bytes())
     twin = receipt.model_copy(update={"request_id": uuid.uuid4()})
     receipts = {r.request_id: (r, sha256_hex(receipt_bytes(r))) for r in (receipt, twin)}
-    trial = FullRetrievalTrial(group_id="g", baseline_request_id=receipt.request_id,
-                               candidate_request_id=twin.request_id, relevant_node_ids=[uuid.uuid4()])
+    trial = FullRetrievalTrial(
+        group_id="g",
+        baseline_request_id=receipt.request_id,
+        candidate_request_id=twin.request_id,
+        relevant_node_ids=[uuid.uuid4()],
+    )
     with pytest.raises(HoldoutIntegrityError, match="schema version 2"):
-        _evaluate(Holdout(receipts, [trial]), owner=receipt.owner, scopes=list(receipt.scopes),
-                  candidate_multipliers=UNITY)
+        _evaluate(
+            Holdout(receipts, [trial]), owner=receipt.owner, scopes=list(receipt.scopes), candidate_multipliers=UNITY
+        )
 
 
 def test_repeated_normalized_query_in_different_groups_raises(lab, holdout):
@@ -353,8 +422,9 @@ def test_repeated_normalized_query_in_different_groups_raises(lab, holdout):
 
 def test_mixed_base_scoring_raises(lab, holdout):
     scoring = {"semantic": 0.3, "lexical": 0.15}
-    holdout.trials.append(_pair(lab, holdout, _questions("canoe")[0], "canoe",
-                                base_kw={"scoring": scoring}, cand_kw={"scoring": scoring}))
+    holdout.trials.append(
+        _pair(lab, holdout, _questions("canoe")[0], "canoe", base_kw={"scoring": scoring}, cand_kw={"scoring": scoring})
+    )
     with pytest.raises(HoldoutIntegrityError, match="one base scoring"):
         _evaluate(holdout)
 
@@ -376,15 +446,22 @@ def test_an_empty_holdout_raises(holdout):
         _evaluate(Holdout(holdout.receipts, []))
 
 
-@pytest.mark.parametrize("trial, match", [
-    ({"group_id": "  ", "relevant_node_ids": [uuid.uuid4()]}, "blank"),
-    ({"group_id": "g", "relevant_node_ids": []}, "relevant_node_ids"),
-    ({"group_id": "g", "relevant_node_ids": [uuid.UUID(int=1)] * 2}, "unique"),
-    ({"group_id": "g", "relevant_node_ids": [uuid.uuid4()], "same_ids": True}, "different retrievals"),
-])
+@pytest.mark.parametrize(
+    "trial, match",
+    [
+        ({"group_id": "  ", "relevant_node_ids": [uuid.uuid4()]}, "blank"),
+        ({"group_id": "g", "relevant_node_ids": []}, "relevant_node_ids"),
+        ({"group_id": "g", "relevant_node_ids": [uuid.UUID(int=1)] * 2}, "unique"),
+        ({"group_id": "g", "relevant_node_ids": [uuid.uuid4()], "same_ids": True}, "different retrievals"),
+    ],
+)
 def test_malformed_trials_raise(trial, match):
     base = uuid.uuid4()
-    data = {"group_id": trial["group_id"], "relevant_node_ids": trial["relevant_node_ids"],
-            "baseline_request_id": base, "candidate_request_id": base if trial.get("same_ids") else uuid.uuid4()}
+    data = {
+        "group_id": trial["group_id"],
+        "relevant_node_ids": trial["relevant_node_ids"],
+        "baseline_request_id": base,
+        "candidate_request_id": base if trial.get("same_ids") else uuid.uuid4(),
+    }
     with pytest.raises(ValidationError, match=match):
         FullRetrievalTrial(**data)

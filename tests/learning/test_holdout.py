@@ -1,7 +1,7 @@
 """Registered holdout queries, the memory-artifact digest and run_holdout (both backends)."""
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,19 +26,44 @@ from prme_core.learning.split import query_digest
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import UNITY
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = ["agent", "organization", "personal", "project"]
 CANDIDATE = {"lexical": 4.0}
 PROPOSAL = "ab" * 32
-TOPICS = ["cat", "dog", "garden", "piano", "kyoto", "salmon", "bicycle", "tea", "chess", "violin", "marathon",
-          "python", "coffee", "sailing", "camera", "novel", "yoga", "pottery", "tennis", "baking"]
+TOPICS = [
+    "cat",
+    "dog",
+    "garden",
+    "piano",
+    "kyoto",
+    "salmon",
+    "bicycle",
+    "tea",
+    "chess",
+    "violin",
+    "marathon",
+    "python",
+    "coffee",
+    "sailing",
+    "camera",
+    "novel",
+    "yoga",
+    "pottery",
+    "tennis",
+    "baking",
+]
 
 
 def _memories(client: MemoryClient) -> dict[str, uuid.UUID]:
     items = []
     for topic in TOPICS:
-        items.append({"content": f"The {topic} repair costs forty dollars at the {topic} workshop",
-                      "salience": 0.05, "confidence": 0.1})
+        items.append(
+            {
+                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
+                "salience": 0.05,
+                "confidence": 0.1,
+            }
+        )
         items.append({"content": f"Alice said something about a {topic} once", "salience": 1.0, "confidence": 1.0})
     nodes = client.store_batch("alice", items)
     return {topic: nodes[2 * i].id for i, topic in enumerate(TOPICS)}
@@ -50,8 +75,12 @@ def relevant(client):
 
 
 def _spec(topic, relevant, **kw):
-    return {"query": f"how much is the {topic} repair", "relevant_node_ids": [relevant[topic]],
-            "reference_time": NOW, **kw}
+    return {
+        "query": f"how much is the {topic} repair",
+        "relevant_node_ids": [relevant[topic]],
+        "reference_time": NOW,
+        **kw,
+    }
 
 
 def _ops(store, op_type, owner="alice"):
@@ -61,6 +90,7 @@ def _ops(store, op_type, owner="alice"):
 
 # --- registration -----------------------------------------------------------------------------------
 
+
 def test_registration_returns_records_with_derived_identities(client, relevant):
     [record] = register_holdout_queries(client.store, "alice", SCOPES, [_spec("cat", relevant, group="cats")])
     assert record.scope_key == "agent+organization+personal+project" and record.scopes == tuple(SCOPES)
@@ -69,14 +99,18 @@ def test_registration_returns_records_with_derived_identities(client, relevant):
     assert list_holdout_queries(client.store, "alice", SCOPES) == [record]
 
 
-@pytest.mark.parametrize("broken", [
-    {"relevant_node_ids": [uuid.uuid4()]},
-    {"query": "   "},
-    {"reference_time": datetime(2024, 6, 1)},
-    {"relevant_node_ids": []},
-    {"limit": 0},
-    {"time_from": NOW, "time_to": NOW - timedelta(days=1)},
-], ids=["unknown-node", "blank-query", "naive-clock", "empty-relevant-set", "zero-limit", "inverted-window"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"relevant_node_ids": [uuid.uuid4()]},
+        {"query": "   "},
+        {"reference_time": datetime(2024, 6, 1)},
+        {"relevant_node_ids": []},
+        {"limit": 0},
+        {"time_from": NOW, "time_to": NOW - timedelta(days=1)},
+    ],
+    ids=["unknown-node", "blank-query", "naive-clock", "empty-relevant-set", "zero-limit", "inverted-window"],
+)
 def test_invalid_registration_writes_nothing(client, relevant, broken):
     good = _spec("cat", relevant)
     with pytest.raises(InvalidInput, match=r"queries\[1\]"):
@@ -87,14 +121,24 @@ def test_invalid_registration_writes_nothing(client, relevant, broken):
 def test_registration_naming_another_owners_memory_writes_nothing(client, relevant):
     [foreign] = client.store_batch("bob", ["Bob: my dog repair was cheap"])
     with pytest.raises(InvalidInput, match=f"{foreign.id} is not a memory of owner 'alice'"):
-        register_holdout_queries(client.store, "alice", SCOPES,
-                                 [_spec("cat", relevant), _spec("dog", relevant, relevant_node_ids=[foreign.id])])
+        register_holdout_queries(
+            client.store,
+            "alice",
+            SCOPES,
+            [_spec("cat", relevant), _spec("dog", relevant, relevant_node_ids=[foreign.id])],
+        )
     assert _ops(client.store, OP_HOLDOUT) == 0 and _ops(client.store, OP_HOLDOUT, "bob") == 0
 
 
-@pytest.mark.parametrize("owner, scopes, queries", [
-    ("  ", SCOPES, None), ("alice", [], None), ("alice", ["Not A Scope"], None), ("alice", SCOPES, []),
-])
+@pytest.mark.parametrize(
+    "owner, scopes, queries",
+    [
+        ("  ", SCOPES, None),
+        ("alice", [], None),
+        ("alice", ["Not A Scope"], None),
+        ("alice", SCOPES, []),
+    ],
+)
 def test_registration_with_invalid_owner_scopes_or_no_queries_raises(client, relevant, owner, scopes, queries):
     with pytest.raises(InvalidInput):
         register_holdout_queries(client.store, owner, scopes, [_spec("cat", relevant)] if queries is None else queries)
@@ -102,8 +146,9 @@ def test_registration_with_invalid_owner_scopes_or_no_queries_raises(client, rel
 
 def test_re_registering_the_same_query_returns_the_first_record(client, relevant):
     [first] = register_holdout_queries(client.store, "alice", SCOPES, [_spec("cat", relevant)])
-    [again] = register_holdout_queries(client.store, "alice", list(reversed(SCOPES)),
-                                       [_spec("cat", relevant, query="  HOW much is the cat   repair")])
+    [again] = register_holdout_queries(
+        client.store, "alice", list(reversed(SCOPES)), [_spec("cat", relevant, query="  HOW much is the cat   repair")]
+    )
     assert again == first and again.registered_at == first.registered_at
     assert _ops(client.store, OP_HOLDOUT) == 1
 
@@ -111,14 +156,22 @@ def test_re_registering_the_same_query_returns_the_first_record(client, relevant
 def test_re_registering_a_query_with_another_relevant_set_raises_and_keeps_the_first(client, relevant):
     [first] = register_holdout_queries(client.store, "alice", SCOPES, [_spec("cat", relevant)])
     with pytest.raises(IdempotencyConflict, match="different judgment"):
-        register_holdout_queries(client.store, "alice", SCOPES,
-                                 [_spec("dog", relevant), _spec("cat", relevant, relevant_node_ids=[relevant["dog"]])])
+        register_holdout_queries(
+            client.store,
+            "alice",
+            SCOPES,
+            [_spec("dog", relevant), _spec("cat", relevant, relevant_node_ids=[relevant["dog"]])],
+        )
     assert list_holdout_queries(client.store, "alice", SCOPES) == [first]
 
 
 def test_same_query_at_another_clock_is_another_holdout_query(client, relevant):
-    records = register_holdout_queries(client.store, "alice", SCOPES, [
-        _spec("cat", relevant), _spec("cat", relevant, reference_time=NOW + timedelta(days=1))])
+    records = register_holdout_queries(
+        client.store,
+        "alice",
+        SCOPES,
+        [_spec("cat", relevant), _spec("cat", relevant, reference_time=NOW + timedelta(days=1))],
+    )
     assert records[0].holdout_id != records[1].holdout_id and records[0].group_id == records[1].group_id
 
 
@@ -171,6 +224,7 @@ def test_registered_queries_survive_restart(open_store_at):
 
 # --- the memory artifact ------------------------------------------------------------------------------
 
+
 def test_memory_digest_changes_with_each_write_to_the_owners_memory(client, relevant):
     seen = {memory_artifact_digest(client.store, "alice")}
     [node] = client.store_batch("alice", ["Alice: a new memory"])
@@ -201,6 +255,7 @@ def test_memory_digest_ignores_other_owners_retrievals_and_holdout_records(clien
 
 
 # --- running the holdout ----------------------------------------------------------------------------
+
 
 @pytest.fixture
 def registered(client, relevant):

@@ -33,7 +33,9 @@ def _dataset(groups=80, repeats=2, seed=1, candidates=20, signal="lexical", quer
     items = []
     for g in range(groups):
         for _ in range(repeats):
-            receipt, relevant = synthetic_receipt(rng, owner=OWNER, query=query(g), candidates=candidates, signal=signal)
+            receipt, relevant = synthetic_receipt(
+                rng, owner=OWNER, query=query(g), candidates=candidates, signal=signal
+            )
             items.append((receipt, relevant))
     return rng, items
 
@@ -61,8 +63,11 @@ def test_planted_lexical_signal_improves_and_raises_the_lexical_multiplier():
     validation = {rid for q in report.queries if q.split == "validation" for rid in q.request_ids}
     assert train and validation and not train & validation
     assert train | validation <= {r.request_id for r, _ in items}
-    assert len(train | validation) == report.coverage.requests_with_pairs == len(items) - \
-        report.exclusions.get("requests_without_explicit_pairs", 0)
+    assert (
+        len(train | validation)
+        == report.coverage.requests_with_pairs
+        == len(items) - report.exclusions.get("requests_without_explicit_pairs", 0)
+    )
 
 
 def test_shuffled_labels_are_accepted_in_at_most_five_percent_of_200_seeded_trials():
@@ -79,8 +84,10 @@ def test_validation_labels_never_influence_the_fit():
     records = _records(rng, items)
     report = _evaluate(items, records)
     validation = {rid for q in report.queries if q.split == "validation" for rid in q.request_ids}
-    flipped = [r.model_copy(update={"labels": {k: not v for k, v in r.labels.items()}}) if r.request_id in validation
-               else r for r in records]
+    flipped = [
+        r.model_copy(update={"labels": {k: not v for k, v in r.labels.items()}}) if r.request_id in validation else r
+        for r in records
+    ]
     again = _evaluate(items, flipped)
     assert again.multipliers == report.multipliers
     assert again.training_loss_after == report.training_loss_after
@@ -114,6 +121,7 @@ def test_the_report_round_trips_and_a_tampered_report_refuses_to_load():
     for name, bad in tampered:
         with pytest.raises(ValidationError):
             LearningEvaluation.model_validate(bad)
+            pytest.fail(f"{name}: a tampered report loaded")
 
 
 def test_insufficient_coverage_returns_unity_without_fitting():
@@ -140,8 +148,12 @@ def test_explicit_query_groups_merge_paraphrases_and_cannot_disagree():
     first, second = items[0][0], items[1][0]
     assert first.query == second.query
     with pytest.raises(ValueError, match="different query groups"):
-        prepare(snapshot, owner=OWNER, scopes=["personal"],
-                query_groups={str(first.request_id): "a", str(second.request_id): "b"})
+        prepare(
+            snapshot,
+            owner=OWNER,
+            scopes=["personal"],
+            query_groups={str(first.request_id): "a", str(second.request_id): "b"},
+        )
 
 
 def test_unlabelled_candidates_are_never_negatives_and_conflicts_are_excluded():
@@ -152,12 +164,19 @@ def test_unlabelled_candidates_are_never_negatives_and_conflicts_are_excluded():
     only_positive = synthetic_record(rng, receipt, relevant).model_copy(update={"labels": {positive: True}})
     prepared = prepare(_snapshot(items[:1], [only_positive]), owner=OWNER, scopes=["personal"])
     assert prepared.requests == [] and prepared.exclusions == {"requests_without_explicit_pairs": 1}
-    both = [only_positive,
-            only_positive.model_copy(update={"feedback_id": receipt.request_id, "labels": {positive: False, negative: False}})]
+    both = [
+        only_positive,
+        only_positive.model_copy(
+            update={"feedback_id": receipt.request_id, "labels": {positive: False, negative: False}}
+        ),
+    ]
     prepared = prepare(_snapshot(items[:1], both), owner=OWNER, scopes=["personal"])
     assert prepared.exclusions == {"conflicting_candidate_labels": 1, "requests_without_explicit_pairs": 1}
-    repeat = [only_positive, only_positive.model_copy(update={"feedback_id": negative}),
-              only_positive.model_copy(update={"feedback_id": receipt.request_id, "labels": {negative: False}})]
+    repeat = [
+        only_positive,
+        only_positive.model_copy(update={"feedback_id": negative}),
+        only_positive.model_copy(update={"feedback_id": receipt.request_id, "labels": {negative: False}}),
+    ]
     prepared = prepare(_snapshot(items[:1], repeat), owner=OWNER, scopes=["personal"])
     assert prepared.explicit_pairs == 1  # a repeated identical judgment is not an extra vote
 
@@ -167,14 +186,22 @@ def test_other_surfaces_scopes_legacy_and_rank_fused_receipts_are_counted_not_mi
     records = _records(rng, items)
     other_scope, _ = synthetic_receipt(rng, owner=OWNER, query="elsewhere", scopes=("project",))
     legacy, fused = mf.receipt_v1(), mf.rank_fusion_receipt()
-    extra = [(other_scope, synthetic_record(rng, other_scope, set())),
-             (legacy, synthetic_record(rng, legacy, {legacy.candidates[0].node_id})),
-             (fused, synthetic_record(rng, fused, {fused.candidates[0].node_id}))]
-    snapshot = snapshot_from_receipts(OWNER, [(r, _checksum(r)) for r, _ in items] + [(r, _checksum(r)) for r, _ in extra],
-                                      records + [rec for _, rec in extra])
+    extra = [
+        (other_scope, synthetic_record(rng, other_scope, set())),
+        (legacy, synthetic_record(rng, legacy, {legacy.candidates[0].node_id})),
+        (fused, synthetic_record(rng, fused, {fused.candidates[0].node_id})),
+    ]
+    snapshot = snapshot_from_receipts(
+        OWNER,
+        [(r, _checksum(r)) for r, _ in items] + [(r, _checksum(r)) for r, _ in extra],
+        records + [rec for _, rec in extra],
+    )
     prepared = prepare(snapshot, owner=OWNER, scopes=["personal"])
-    assert prepared.exclusions == {"other_scope_records": 1, "legacy_receipt_records": 1,
-                                   "rank_fusion_receipt_records": 1}
+    assert prepared.exclusions == {
+        "other_scope_records": 1,
+        "legacy_receipt_records": 1,
+        "rank_fusion_receipt_records": 1,
+    }
     assert {r.request_id for r in prepared.requests} == {str(r.request_id) for r, _ in items}
     on_context = prepare(snapshot, owner=OWNER, scopes=["personal"], surface="context")
     assert on_context.exclusions == {"other_surface_records": len(records) + 3} and on_context.requests == []
@@ -186,15 +213,26 @@ def test_invalid_evidence_fails_before_fitting():
     receipt = items[0][0]
     cases = [
         ("foreign owner", [records[0].model_copy(update={"owner": "mallory"}), *records[1:]], InvalidEvidence),
-        ("checksum mismatch", [records[0].model_copy(update={"receipt_checksum": "0" * 64}), *records[1:]], InvalidEvidence),
-        ("unknown label", [records[0].model_copy(update={"labels": {receipt.request_id: True}}), *records[1:]], InvalidEvidence),
+        (
+            "checksum mismatch",
+            [records[0].model_copy(update={"receipt_checksum": "0" * 64}), *records[1:]],
+            InvalidEvidence,
+        ),
+        (
+            "unknown label",
+            [records[0].model_copy(update={"labels": {receipt.request_id: True}}), *records[1:]],
+            InvalidEvidence,
+        ),
     ]
     for _, bad, error in cases:
         with pytest.raises(error):
             prepare(_snapshot(items, bad), owner=OWNER, scopes=["personal"])
     with pytest.raises(MissingEvidence):
-        prepare(snapshot_from_receipts(OWNER, [(r, _checksum(r)) for r, _ in items[1:]], records), owner=OWNER,
-                scopes=["personal"])
+        prepare(
+            snapshot_from_receipts(OWNER, [(r, _checksum(r)) for r, _ in items[1:]], records),
+            owner=OWNER,
+            scopes=["personal"],
+        )
     with pytest.raises(ValueError, match="surface"):
         prepare(_snapshot(items, records), owner=OWNER, scopes=["personal"], surface="sidebar")
 
@@ -210,18 +248,27 @@ def test_the_pair_budget_is_exact_and_never_sampled():
 
 
 def test_ndcg_gain_cannot_hide_a_pairwise_regression():
-    assert offline_decision(enough_groups=True, ndcg_gain=1.0, interval_low=0.5, pairwise_gain=-0.01,
-                            min_ndcg_gain=0.01) == "no_improvement"
-    assert offline_decision(enough_groups=True, ndcg_gain=0.02, interval_low=0.001, pairwise_gain=0.0,
-                            min_ndcg_gain=0.01) == "improved_on_observed_candidates"
-    assert offline_decision(enough_groups=True, ndcg_gain=0.02, interval_low=0.0, pairwise_gain=0.1,
-                            min_ndcg_gain=0.01) == "no_improvement"
+    assert (
+        offline_decision(enough_groups=True, ndcg_gain=1.0, interval_low=0.5, pairwise_gain=-0.01, min_ndcg_gain=0.01)
+        == "no_improvement"
+    )
+    assert (
+        offline_decision(enough_groups=True, ndcg_gain=0.02, interval_low=0.001, pairwise_gain=0.0, min_ndcg_gain=0.01)
+        == "improved_on_observed_candidates"
+    )
+    assert (
+        offline_decision(enough_groups=True, ndcg_gain=0.02, interval_low=0.0, pairwise_gain=0.1, min_ndcg_gain=0.01)
+        == "no_improvement"
+    )
 
 
 @settings(max_examples=50, deadline=None)
-@given(existing=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=40, unique=True),
-       added=st.lists(st.text(min_size=1, max_size=30), max_size=200), seed=st.integers(0, 10**6),
-       fraction=st.floats(0.05, 0.95))
+@given(
+    existing=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=40, unique=True),
+    added=st.lists(st.text(min_size=1, max_size=30), max_size=200),
+    seed=st.integers(0, 10**6),
+    fraction=st.floats(0.05, 0.95),
+)
 def test_adding_records_never_moves_an_existing_group_between_splits(existing, added, seed, fraction):
     before = {q: is_validation(group_id(q), seed=seed, validation_fraction=fraction) for q in existing}
     after = {q: is_validation(group_id(q), seed=seed, validation_fraction=fraction) for q in existing + added}
@@ -231,7 +278,7 @@ def test_adding_records_never_moves_an_existing_group_between_splits(existing, a
 def test_growing_the_dataset_keeps_every_request_in_its_split():
     rng, items = _dataset(groups=100)
     records = _records(rng, items)
-    small = _evaluate(items[:200 - 40], records[:160])
+    small = _evaluate(items[: 200 - 40], records[:160])
     large = _evaluate(items, records)
     split_small = {rid: q.split for q in small.queries for rid in q.request_ids}
     split_large = {rid: q.split for q in large.queries for rid in q.request_ids}

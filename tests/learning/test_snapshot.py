@@ -1,13 +1,13 @@
 """The feedback snapshot cut on both backends: bounded, verified, reproducible."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from prme_core.errors import CorruptRecord, InvalidInput, SnapshotTooLarge
 from prme_core.learning.snapshot import load_snapshot
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -16,8 +16,12 @@ def judged(client):
     client.store_batch("bob", ["Bob: a memory about cats"])
     for i in range(5):
         r = client.retrieve(f"cats trains {i}", owner="alice", scopes=["personal"], reference_time=NOW, limit=6)
-        client.record_relevance(r.metadata.request_id, {c.node_id: j % 2 == 0 for j, c in enumerate(r.receipt.candidates)},
-                                owner="alice", method="structured_evaluation")
+        client.record_relevance(
+            r.metadata.request_id,
+            {c.node_id: j % 2 == 0 for j, c in enumerate(r.receipt.candidates)},
+            owner="alice",
+            method="structured_evaluation",
+        )
     rb = client.retrieve("cats", owner="bob", scopes=["personal"], reference_time=NOW)
     client.record_relevance(rb.metadata.request_id, {rb.results[0].node_id: True}, owner="bob", method="explicit_user")
     return client
@@ -62,16 +66,23 @@ def test_exceeding_max_records_fails_and_never_truncates(judged):
 
 def test_a_corrupt_receipt_payload_fails_the_cut(judged):
     record = judged.list_relevance("alice")[0]
-    _tamper(judged, "UPDATE operations SET payload = replace(payload, '\"query\":\"', '\"query\":\"x') "
-                    "WHERE op_type = 'retrieval_receipt' AND target_id = ?", [str(record.request_id)])
+    _tamper(
+        judged,
+        'UPDATE operations SET payload = replace(payload, \'"query":"\', \'"query":"x\') '
+        "WHERE op_type = 'retrieval_receipt' AND target_id = ?",
+        [str(record.request_id)],
+    )
     with pytest.raises(CorruptRecord, match="no longer matches its checksum"):
         judged.snapshot_feedback("alice")
 
 
 def test_a_corrupt_candidate_projection_fails_the_cut(judged):
     record = judged.list_relevance("alice")[0]
-    _tamper(judged, "UPDATE receipt_projections SET adjustments = ? WHERE request_id = ?",
-            ['[{"coefficient":0.5,"kind":"session_decay"}]', str(record.request_id)])
+    _tamper(
+        judged,
+        "UPDATE receipt_projections SET adjustments = ? WHERE request_id = ?",
+        ['[{"coefficient":0.5,"kind":"session_decay"}]', str(record.request_id)],
+    )
     with pytest.raises(CorruptRecord, match="projection"):
         judged.snapshot_feedback("alice")
 
@@ -81,7 +92,10 @@ def test_engine_evaluate_learning_is_deterministic_and_changes_nothing(judged):
     second = judged.evaluate_learning("alice", scopes=["personal"])
     assert first.canonical_bytes() == second.canonical_bytes()
     assert first.decision == "insufficient_data" and first.coverage.feedback_records == 5
-    assert judged.retrieve("cats", owner="alice", scopes=["personal"], reference_time=NOW).metadata.ranking_profile_status == "none"
+    assert (
+        judged.retrieve("cats", owner="alice", scopes=["personal"], reference_time=NOW).metadata.ranking_profile_status
+        == "none"
+    )
 
 
 def test_a_receipt_whose_digest_field_lies_far_from_its_end_still_resolves(client):
@@ -116,8 +130,9 @@ def test_ranks_of_ids_that_are_not_uuid_strings_come_from_the_split_ids():
     assert evidence.node_ids_at([2, 0]) == ["b", "node-a"]
     # Lengths 35 and 37 add up like two 36-character ids; offsets would then mislead.
     short, long = "a" * 35, "b" * 37
-    evidence = ReceiptEvidence("r", "0" * 64, PackedProjection({"candidate_count": 2}, b"", b"",
-                                                               f"{short}\x1f{long}", "", ""))
+    evidence = ReceiptEvidence(
+        "r", "0" * 64, PackedProjection({"candidate_count": 2}, b"", b"", f"{short}\x1f{long}", "", "")
+    )
     assert evidence.ranks_of([long, short, "b" * 36]) == [1, 0, None]
     assert evidence.node_ids_at([1]) == [long]
 

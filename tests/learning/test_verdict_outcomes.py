@@ -47,11 +47,16 @@ def test_a_coverage_shortfall_is_an_expected_no_that_says_how_many_more_judged_q
     split = split_stage(snapshot, owner=OWNER, scopes=SCOPES, config=config)
     verdict = coverage_verdict(split)
     c = split.coverage
-    more = max(math.ceil((150 - c.training_queries) / (1 - config.validation_fraction)),
-               math.ceil(max(0, 30 - c.validation_queries) / config.validation_fraction))
+    more = max(
+        math.ceil((150 - c.training_queries) / (1 - config.validation_fraction)),
+        math.ceil(max(0, 30 - c.validation_queries) / config.validation_fraction),
+    )
     assert (verdict.passed, verdict.expected, verdict.outcome) == (False, True, "expected_no")
     assert verdict.facts["decision"] == "insufficient_data" and verdict.facts["more_groups_needed"] == more
-    assert verdict.facts["needs"] == f"needs about {more} more judged queries to reach 150 training and 30 validation groups"
+    assert (
+        verdict.facts["needs"]
+        == f"needs about {more} more judged queries to reach 150 training and 30 validation groups"
+    )
 
 
 def test_a_replay_mismatch_is_an_integrity_failure(snapshot):
@@ -69,17 +74,23 @@ def test_an_offline_no_improvement_says_what_the_observed_gain_would_need(snapsh
     assert more is not None and verdict.outcome == "expected_no" and verdict.facts["more_groups_needed"] == more
     assert verdict.facts["groups_for_power"] == estimate.groups_for_power
     assert verdict.facts["observed_sd"] == estimate.sd
-    assert verdict.facts["needs"] == (f"needs about {more} more judged queries" if more else
-                                      "enough judged queries for 80% power at the observed gain")
+    assert verdict.facts["needs"] == (
+        f"needs about {more} more judged queries"
+        if more
+        else "enough judged queries for 80% power at the observed gain"
+    )
 
 
 def test_a_small_noisy_offline_gain_needs_about_n_more_judged_queries(snapshot):
     report = evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES, config={"min_ndcg_gain": 1.0})
     validation = [q for q in report.queries if q.split == "validation"]
-    noisy = {q.group_id: q.model_copy(update={"baseline_ndcg": 0.5, "candidate_ndcg": 0.82 if i % 2 else 0.22})
-             for i, q in enumerate(validation)}  # differences alternate -0.28 / +0.32
-    verdict = offline_gate_verdict(report.model_copy(
-        update={"queries": tuple(noisy.get(q.group_id, q) for q in report.queries)}))
+    noisy = {
+        q.group_id: q.model_copy(update={"baseline_ndcg": 0.5, "candidate_ndcg": 0.82 if i % 2 else 0.22})
+        for i, q in enumerate(validation)
+    }  # differences alternate -0.28 / +0.32
+    verdict = offline_gate_verdict(
+        report.model_copy(update={"queries": tuple(noisy.get(q.group_id, q) for q in report.queries)})
+    )
     more = verdict.facts["more_groups_needed"]
     assert more > len(report.queries) and verdict.facts["needs"] == f"needs about {more} more judged queries"
 
@@ -109,13 +120,18 @@ class _RefusingClient:
         raise self.error
 
 
-@pytest.mark.parametrize(("error", "outcome"), [
-    (MemoryChangedDuringHoldout("memory changed", before="a" * 64, after="b" * 64), "integrity_failure"),
-    (HoldoutOverlapsTraining("2 of 60 active holdout queries are training queries"), "integrity_failure"),
-    (HoldoutQueryNotFound("no active holdout queries"), "expected_no"),
-], ids=["memory_changed", "query_overlap", "no_holdout_queries"])
-def test_a_holdout_without_an_evaluation_is_expected_only_when_no_holdout_queries_are_registered(snapshot, error,
-                                                                                                 outcome):
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (MemoryChangedDuringHoldout("memory changed", before="a" * 64, after="b" * 64), "integrity_failure"),
+        (HoldoutOverlapsTraining("2 of 60 active holdout queries are training queries"), "integrity_failure"),
+        (HoldoutQueryNotFound("no active holdout queries"), "expected_no"),
+    ],
+    ids=["memory_changed", "query_overlap", "no_holdout_queries"],
+)
+def test_a_holdout_without_an_evaluation_is_expected_only_when_no_holdout_queries_are_registered(
+    snapshot, error, outcome
+):
     proposal = evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES)
     refused = holdout_stage(_RefusingClient(error), proposal)
     assert holdout_memory_verdict(refused).outcome == holdout_gate_verdict(refused).outcome == outcome
@@ -128,7 +144,12 @@ def test_the_outcome_tags_hold_every_key_with_exact_numbers_and_no_stopping_gate
     assert (passed["prme/outcome"], passed["prme/stopped_by"], passed["prme/needs"]) == ("passed", "", "")
     assert float(passed["prme/gain"]) == report.validation_ndcg_gain
     assert float(passed["prme/interval_low"]) == report.validation_gain_interval[0]
-    failed = outcome_tags("offline_gate_passed", offline_gate_verdict(
-        evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES, config={"min_ndcg_gain": 1.0})))
+    failed = outcome_tags(
+        "offline_gate_passed",
+        offline_gate_verdict(evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES, config={"min_ndcg_gain": 1.0})),
+    )
     assert (failed["prme/outcome"], failed["prme/stopped_by"], failed["prme/decision"]) == (
-        "expected_no", "offline_gate_passed", "no_improvement")
+        "expected_no",
+        "offline_gate_passed",
+        "no_improvement",
+    )

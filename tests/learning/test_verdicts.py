@@ -38,6 +38,7 @@ UNREACHABLE = 100_000  # more query groups than any test has: coverage and holdo
 
 # --- synthetic evidence (pure) ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def snapshot():
     """100 query groups, one judged synthetic receipt each, relevance planted on the lexical feature."""
@@ -63,8 +64,10 @@ def test_coverage_verdict_passes_with_enough_training_and_validation_groups(spli
     assert verdict.passed and c.training_queries >= 20 and c.validation_queries >= 20
     assert verdict.description == f"{c.training_queries} training and {c.validation_queries} validation groups"
     assert verdict.facts["min_training_groups"] == verdict.facts["min_validation_groups"] == 20
-    assert (verdict.facts["training_groups"], verdict.facts["validation_groups"]) == (c.training_queries,
-                                                                                    c.validation_queries)
+    assert (verdict.facts["training_groups"], verdict.facts["validation_groups"]) == (
+        c.training_queries,
+        c.validation_queries,
+    )
 
 
 @pytest.mark.parametrize("short", ["training", "validation"])
@@ -76,7 +79,8 @@ def test_coverage_verdict_fails_when_either_split_has_too_few_groups(snapshot, s
     assert not verdict.passed and verdict.facts[f"min_{short}_groups"] == UNREACHABLE
     assert verdict.description.startswith(
         f"insufficient coverage: {c.training_queries}/{split.min_training_queries} training and "
-        f"{c.validation_queries}/{split.min_validation_queries} validation groups")
+        f"{c.validation_queries}/{split.min_validation_queries} validation groups"
+    )
     assert verdict.description.endswith("collect more judged queries for this scope set")
 
 
@@ -84,8 +88,11 @@ def test_replay_verdict_passes_when_every_judged_candidate_replays_exactly(split
     verdict = replay_verdict(split)
     assert verdict.passed and split.replay_mismatches == 0 and split.replay_candidates > 0
     assert verdict.description == f"all {split.replay_candidates} judged candidates replay exactly at unity"
-    assert verdict.facts == {"judged_candidates": split.replay_candidates, "mismatches": 0,
-                             "largest_difference": split.replay_worst_difference}
+    assert verdict.facts == {
+        "judged_candidates": split.replay_candidates,
+        "mismatches": 0,
+        "largest_difference": split.replay_worst_difference,
+    }
 
 
 def test_replay_verdict_fails_when_a_judged_candidate_does_not_replay(split):
@@ -99,17 +106,21 @@ def test_offline_gate_verdict_passes_an_improvement_with_its_gain_and_interval(p
     verdict = offline_gate_verdict(proposal)
     low, high = proposal.validation_gain_interval
     assert verdict.passed and proposal.decision == "improved_on_observed_candidates"
-    assert verdict.description == (f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, 95% interval "
-                                   f"[{low:+.4f}, {high:+.4f}]")
+    assert verdict.description == (
+        f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, 95% interval [{low:+.4f}, {high:+.4f}]"
+    )
     assert (verdict.facts["interval_low"], verdict.facts["interval_high"]) == (low, high)
     assert verdict.facts["min_ndcg_gain"] == 0.01 and verdict.facts["input_checksum"] == proposal.input_checksum
     assert verdict.facts["multiplier_lexical"] == proposal.multipliers.lexical
 
 
-@pytest.mark.parametrize(("config", "decision"), [
-    ({"min_training_queries": UNREACHABLE}, "insufficient_data"),
-    ({"min_ndcg_gain": 1.0}, "no_improvement"),
-])
+@pytest.mark.parametrize(
+    ("config", "decision"),
+    [
+        ({"min_training_queries": UNREACHABLE}, "insufficient_data"),
+        ({"min_ndcg_gain": 1.0}, "no_improvement"),
+    ],
+)
 def test_offline_gate_verdict_fails_each_decision_other_than_improvement(snapshot, config, decision):
     report = evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES, config=config)
     verdict = offline_gate_verdict(report)
@@ -119,6 +130,7 @@ def test_offline_gate_verdict_fails_each_decision_other_than_improvement(snapsho
 
 
 # --- the learning lab (real retrievals) ----------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
@@ -130,14 +142,27 @@ def lab(tmp_path_factory):
         proposal = client.evaluate_learning(OWNER, scopes=SCOPES, config=LEARNING_CONFIG)
         outcome = holdout_stage(client, proposal, HOLDOUT_CONFIG)
         profile = client.create_ranking_profile(
-            proposal, outcome.evaluation, owner=OWNER, profile_id=candidate_profile_id(proposal, outcome.evaluation),
-            baseline_profile_id=outcome.baseline_profile_id)
+            proposal,
+            outcome.evaluation,
+            owner=OWNER,
+            profile_id=candidate_profile_id(proposal, outcome.evaluation),
+            baseline_profile_id=outcome.baseline_profile_id,
+        )
         insufficient = holdout_stage(client, proposal, {**HOLDOUT_CONFIG, "min_query_groups": UNREACHABLE})
         not_improved = holdout_stage(client, proposal, {**HOLDOUT_CONFIG, "min_ndcg_gain": 1.0})
-        other_proposal = client.evaluate_learning(OWNER, scopes=SCOPES, config={**LEARNING_CONFIG, "min_ndcg_gain": 1.0})
+        other_proposal = client.evaluate_learning(
+            OWNER, scopes=SCOPES, config={**LEARNING_CONFIG, "min_ndcg_gain": 1.0}
+        )
         running = client.running_feature_identity(), client.settings.scoring
-    return dict(proposal=proposal, outcome=outcome, profile=profile, insufficient=insufficient,
-                not_improved=not_improved, other_proposal=other_proposal, running=running)
+    return dict(
+        proposal=proposal,
+        outcome=outcome,
+        profile=profile,
+        insufficient=insufficient,
+        not_improved=not_improved,
+        other_proposal=other_proposal,
+        running=running,
+    )
 
 
 def _changed(outcome: HoldoutOutcome, **changes) -> HoldoutOutcome:
@@ -169,8 +194,11 @@ def test_holdout_memory_verdict_passes_when_the_digest_is_unchanged(lab):
     verdict = holdout_memory_verdict(outcome)
     assert outcome.status == "evaluated" and verdict.passed
     assert verdict.description == "memory unchanged across all paired retrievals"
-    assert verdict.facts == {"status": "evaluated", "memory_before": outcome.memory_before,
-                             "memory_after": outcome.memory_after}
+    assert verdict.facts == {
+        "status": "evaluated",
+        "memory_before": outcome.memory_before,
+        "memory_after": outcome.memory_after,
+    }
 
 
 @pytest.mark.parametrize(("error", "status"), REFUSALS, ids=[s for _, s in REFUSALS])
@@ -201,8 +229,9 @@ def test_holdout_gate_verdict_passes_an_improvement_over_enough_groups(lab):
     assert verdict.facts["baseline_profile_id"] is None and verdict.facts["interval_low"] > 0
 
 
-@pytest.mark.parametrize(("variant", "decision"), [("insufficient", "insufficient_data"),
-                                                   ("not_improved", "no_improvement")])
+@pytest.mark.parametrize(
+    ("variant", "decision"), [("insufficient", "insufficient_data"), ("not_improved", "no_improvement")]
+)
 def test_holdout_gate_verdict_fails_each_decision_other_than_improvement(lab, variant, decision):
     outcome = lab[variant]
     verdict = holdout_gate_verdict(outcome)
@@ -254,11 +283,14 @@ def test_runtime_verdict_passes_on_the_pipeline_the_profile_learned_on(lab):
     assert verdict.facts["recorded_feature_identity"] == verdict.facts["running_feature_identity"] == features
 
 
-@pytest.mark.parametrize(("change", "reason"), [
-    ("features", "feature_identity_mismatch"),
-    ("scoring", "base_scoring_mismatch"),
-    ("fusion", "rank_fusion_scoring"),
-])
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("features", "feature_identity_mismatch"),
+        ("scoring", "base_scoring_mismatch"),
+        ("fusion", "rank_fusion_scoring"),
+    ],
+)
 def test_runtime_verdict_fails_for_each_incompatibility(lab, change, reason):
     features, scoring = lab["running"]
     if change == "features":

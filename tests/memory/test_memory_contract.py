@@ -2,7 +2,7 @@
 
 import asyncio
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
@@ -11,7 +11,7 @@ from prme_core import MemoryClient, MemoryEngine
 from prme_core.errors import IdempotencyConflict, InvalidInput, NodeNotFound
 from prme_core.memory.models import MAX_CONTENT_BYTES
 
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _count(client, owner="alice", **kw):
@@ -19,11 +19,20 @@ def _count(client, owner="alice", **kw):
 
 
 def test_stored_memory_reads_back_with_its_fields(client):
-    node = client.store_memory("alice", {
-        "content": "Alice prefers green tea", "node_type": "preference", "scope": "project",
-        "session_id": "s1", "event_time": T0, "salience": 0.9, "confidence": 0.6,
-        "epistemic_type": "observed", "metadata": {"source": "chat"},
-    })
+    node = client.store_memory(
+        "alice",
+        {
+            "content": "Alice prefers green tea",
+            "node_type": "preference",
+            "scope": "project",
+            "session_id": "s1",
+            "event_time": T0,
+            "salience": 0.9,
+            "confidence": 0.6,
+            "epistemic_type": "observed",
+            "metadata": {"source": "chat"},
+        },
+    )
     got = client.get("alice", node.id)
     assert got == node
     assert got.content_hash == hashlib.sha256(b"Alice prefers green tea").hexdigest()

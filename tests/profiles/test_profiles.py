@@ -44,26 +44,61 @@ def _forced_holdout(client, proposal, baseline):
     """A holdout where the candidate arm wins by construction (relevant := its top result where
     the arms differ): for testing profile chains, not retrieval quality."""
     receipts, trials = {}, []
-    for topic in ("cat", "dog", "garden", "piano", "kyoto", "salmon", "bicycle", "tea", "chess", "violin",
-                  "marathon", "python", "coffee", "sailing", "camera", "novel", "yoga", "pottery"):
+    for topic in (
+        "cat",
+        "dog",
+        "garden",
+        "piano",
+        "kyoto",
+        "salmon",
+        "bicycle",
+        "tea",
+        "chess",
+        "violin",
+        "marathon",
+        "python",
+        "coffee",
+        "sailing",
+        "camera",
+        "novel",
+        "yoga",
+        "pottery",
+    ):
         arms = []
         for multipliers in (baseline, proposal.multipliers):
-            r = client.retrieve(f"something about the {topic} workshop dollars", owner=OWNER, scopes=SCOPES,
-                                reference_time=NOW, limit=10, ranking_multipliers=multipliers)
+            r = client.retrieve(
+                f"something about the {topic} workshop dollars",
+                owner=OWNER,
+                scopes=SCOPES,
+                reference_time=NOW,
+                limit=10,
+                ranking_multipliers=multipliers,
+            )
             receipts[r.metadata.request_id] = (r.receipt, r.metadata.receipt_checksum)
             arms.append(r)
         base_pos = {c.node_id: i for i, c in enumerate(arms[0].receipt.candidates)}
         gains = [(base_pos.get(c.node_id, 99) - i, c.node_id) for i, c in enumerate(arms[1].receipt.candidates)]
         gain, winner = max(gains, key=lambda g: (g[0], str(g[1])))
         if gain > 0:  # the candidate ranks this node higher than the baseline does
-            trials.append(FullRetrievalTrial(group_id=topic, baseline_request_id=arms[0].metadata.request_id,
-                                             candidate_request_id=arms[1].metadata.request_id,
-                                             relevant_node_ids=(winner,)))
-    return evaluate_full_retrieval(receipts, trials, owner=OWNER, scopes=SCOPES,
-                                   proposal_input_checksum=proposal.input_checksum,
-                                   memory_artifact_sha256=client.memory_artifact_digest(OWNER),
-                                   candidate_multipliers=proposal.multipliers, baseline_multipliers=baseline,
-                                   config={"min_query_groups": 5, "max_regression_fraction": 1.0})
+            trials.append(
+                FullRetrievalTrial(
+                    group_id=topic,
+                    baseline_request_id=arms[0].metadata.request_id,
+                    candidate_request_id=arms[1].metadata.request_id,
+                    relevant_node_ids=(winner,),
+                )
+            )
+    return evaluate_full_retrieval(
+        receipts,
+        trials,
+        owner=OWNER,
+        scopes=SCOPES,
+        proposal_input_checksum=proposal.input_checksum,
+        memory_artifact_sha256=client.memory_artifact_digest(OWNER),
+        candidate_multipliers=proposal.multipliers,
+        baseline_multipliers=baseline,
+        config={"min_query_groups": 5, "max_regression_fraction": 1.0},
+    )
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
@@ -76,7 +111,9 @@ def evidence(request, tmp_path_factory):
             proposal = client.evaluate_learning(OWNER, scopes=SCOPES, config=LEARNING_CONFIG)
             holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
             weaker = client.evaluate_learning(OWNER, scopes=SCOPES, config={**LEARNING_CONFIG, "passes_per_step": 1})
-            assert proposal.decision == "improved_on_observed_candidates" and holdout.decision == "improved_full_retrieval"
+            assert (
+                proposal.decision == "improved_on_observed_candidates" and holdout.decision == "improved_full_retrieval"
+            )
             assert weaker.decision == "improved_on_observed_candidates" and weaker.multipliers != proposal.multipliers
             chained = _forced_holdout(client, weaker, proposal.multipliers)
             assert chained.decision == "improved_full_retrieval"
@@ -112,6 +149,7 @@ def _retrieve(client, scopes=SCOPES, **kw):
 
 # --- creation --------------------------------------------------------------------------------
 
+
 def test_a_profile_persists_its_complete_evidence_and_an_exact_retry_returns_the_first(fresh, evidence):
     client, url = fresh
     _, proposal, holdout, *_ = evidence
@@ -133,7 +171,9 @@ def test_a_conflicting_reuse_of_a_profile_id_fails(fresh, evidence):
     base = client.create_ranking_profile(proposal, holdout, owner=OWNER, profile_id=pid)
     other = client.create_ranking_profile(proposal, holdout, owner=OWNER)
     with pytest.raises(IdempotencyConflict, match="different ranking profile"):
-        client.create_ranking_profile(weaker, chained, owner=OWNER, profile_id=pid, baseline_profile_id=other.profile_id)
+        client.create_ranking_profile(
+            weaker, chained, owner=OWNER, profile_id=pid, baseline_profile_id=other.profile_id
+        )
     assert client.get_ranking_profile(pid, OWNER).profile == base
 
 
@@ -142,7 +182,10 @@ def test_creation_needs_two_positive_reports_bound_to_the_same_evidence(fresh, e
     _, proposal, holdout, weaker, chained = evidence
     cases = {
         "learning decision does not match": (proposal.model_copy(update={"decision": "no_improvement"}), holdout),
-        "decision .*does not match|holdout decided": (proposal, holdout.model_copy(update={"decision": "no_improvement"})),
+        "decision .*does not match|holdout decided": (
+            proposal,
+            holdout.model_copy(update={"decision": "no_improvement"}),
+        ),
         "multipliers must be identical": (weaker, holdout),
         "input_checksum|owner": (proposal.model_copy(update={"owner": "bob"}), holdout),
         "input_checksum|scope set": (proposal.model_copy(update={"scopes": ("project",)}), holdout),
@@ -171,6 +214,7 @@ def test_a_chained_profile_names_the_profile_its_holdout_baseline_used(fresh, ev
 
 
 # --- the pointer -----------------------------------------------------------------------------
+
 
 def test_activation_over_a_stale_baseline_fails(fresh, evidence):
     client, _ = fresh
@@ -339,6 +383,7 @@ def test_the_as_of_query_answers_from_the_history(fresh, evidence):
 
 # --- resolution at retrieval -----------------------------------------------------------------
 
+
 def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, *_ = evidence
@@ -348,19 +393,28 @@ def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
     client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     applied = _retrieve(client)
     meta = applied.metadata
-    assert (meta.ranking_profile_status, meta.ranking_profile_id, meta.ranking_profile_reason) == \
-        ("applied", profile.profile_id, None)
+    assert (meta.ranking_profile_status, meta.ranking_profile_id, meta.ranking_profile_reason) == (
+        "applied",
+        profile.profile_id,
+        None,
+    )
     assert meta.ranking_multipliers == profile.multipliers.model_dump()
-    assert applied.receipt.execution.parameters["ranking_profile"] == {"status": "applied",
-                                                                       "profile_id": str(profile.profile_id)}
+    assert applied.receipt.execution.parameters["ranking_profile"] == {
+        "status": "applied",
+        "profile_id": str(profile.profile_id),
+    }
     assert applied.receipt.weight_sets[0] != applied.receipt.scoring
     applied.receipt.validate()
     override = _retrieve(client, ranking_multipliers={})
-    assert (override.metadata.ranking_profile_status, override.metadata.ranking_profile_reason) == \
-        ("request_override", "explicit_multipliers")
+    assert (override.metadata.ranking_profile_status, override.metadata.ranking_profile_reason) == (
+        "request_override",
+        "explicit_multipliers",
+    )
     changed = _retrieve(client, scoring={"semantic": 0.30, "lexical": 0.15})
-    assert (changed.metadata.ranking_profile_status, changed.metadata.ranking_profile_reason) == \
-        ("inapplicable", "base_scoring_mismatch")
+    assert (changed.metadata.ranking_profile_status, changed.metadata.ranking_profile_reason) == (
+        "inapplicable",
+        "base_scoring_mismatch",
+    )
     assert changed.metadata.ranking_multipliers is None and changed.receipt.weight_sets[0] == changed.receipt.scoring
     assert _retrieve(client, scopes=["project"]).metadata.ranking_profile_status == "none"
     assert _retrieve(client, scopes=["personal", "project"]).metadata.ranking_profile_status == "none"
@@ -379,7 +433,10 @@ def test_a_changed_feature_identity_makes_a_profile_inapplicable(fresh, evidence
             other.activate_ranking_profile(profile.profile_id, owner=OWNER)
         client.activate_ranking_profile(profile.profile_id, owner=OWNER)
         seen = other.retrieve("cat repair", owner=OWNER, scopes=SCOPES, reference_time=NOW).metadata
-        assert (seen.ranking_profile_status, seen.ranking_profile_reason) == ("inapplicable", "feature_identity_mismatch")
+        assert (seen.ranking_profile_status, seen.ranking_profile_reason) == (
+            "inapplicable",
+            "feature_identity_mismatch",
+        )
 
 
 def _tamper(client, sql, params):
@@ -396,11 +453,15 @@ def _tamper(client, sql, params):
 
 def _assert_base_scoring(response, base, reason):
     meta = response.metadata
-    assert (meta.ranking_profile_status, meta.ranking_profile_reason, meta.ranking_profile_id) == \
-        ("inapplicable", reason, None)
+    assert (meta.ranking_profile_status, meta.ranking_profile_reason, meta.ranking_profile_id) == (
+        "inapplicable",
+        reason,
+        None,
+    )
     assert meta.ranking_multipliers is None and response.receipt.weight_sets[0] == response.receipt.scoring
-    assert [(c.node_id, c.score) for c in response.receipt.candidates] == \
-        [(c.node_id, c.score) for c in base.receipt.candidates]
+    assert [(c.node_id, c.score) for c in response.receipt.candidates] == [
+        (c.node_id, c.score) for c in base.receipt.candidates
+    ]
     assert [r.node_id for r in response.results] == [r.node_id for r in base.results]
 
 
@@ -414,8 +475,11 @@ def test_retrieval_never_applies_a_pointer_change_that_fails_its_checksum(fresh,
     assert _retrieve(client).metadata.ranking_profile_status == "applied"
     forged = json.loads(state.canonical_bytes())
     forged["application"]["multipliers"] = {**forged["application"]["multipliers"], "lexical": 4.0, "semantic": 0.25}
-    _tamper(client, "UPDATE operations SET payload = ? WHERE id = ?",
-            [canonical_json(forged).decode(), record_operation_id("ranking-profile-state", OWNER, state.change_id)])
+    _tamper(
+        client,
+        "UPDATE operations SET payload = ? WHERE id = ?",
+        [canonical_json(forged).decode(), record_operation_id("ranking-profile-state", OWNER, state.change_id)],
+    )
     _assert_base_scoring(_retrieve(client), base, "pointer_record_corrupt")
 
 
@@ -431,8 +495,12 @@ def test_retrieval_fails_closed_when_the_pointer_head_disagrees_with_the_log(fre
         older_head = tx.conn.fetchall(f"SELECT op_id, op_seq, payload, checksum {head_sql}", key)[0]
     client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
     assert _retrieve(client).metadata.ranking_profile_status == "none"
-    _tamper(client, "UPDATE ranking_pointer_heads SET op_id = ?, op_seq = ?, payload = ?, checksum = ? "
-            "WHERE owner = ? AND scope_key = ?", [*older_head, *key])  # a genuine, older head row put back
+    _tamper(
+        client,
+        "UPDATE ranking_pointer_heads SET op_id = ?, op_seq = ?, payload = ?, checksum = ? "
+        "WHERE owner = ? AND scope_key = ?",
+        [*older_head, *key],
+    )  # a genuine, older head row put back
     _assert_base_scoring(_retrieve(client), base, "pointer_head_stale")
     _tamper(client, f"DELETE {head_sql}", key)
     _assert_base_scoring(_retrieve(client), base, "pointer_head_stale")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -37,7 +37,7 @@ _spec.loader.exec_module(mf)  # type: ignore[union-attr]
 VERSIONS = mf.FIXTURE_VERSIONS
 REPLAYABLE = tuple(v for v in VERSIONS if v >= 2)
 PINNED: dict[str, str] = json.loads((FIXTURES / mf.CHECKSUMS_FILE).read_text(encoding="utf-8"))
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 MEMORIES = [
     {"content": "Alice: I adopted a grey cat named Miso last spring", "session_id": "s1"},
@@ -72,7 +72,11 @@ def rejected(data: dict[str, Any], message: str) -> None:
 
 def as_version(data: dict[str, Any], version: int, packing: dict[str, Any] | None = None) -> dict[str, Any]:
     """``data`` relabelled as ``version``: fields newer than it dropped, ``packing`` added."""
-    out = {**data, "schema_version": version, "packing": mf.packing_for(version, **{**data["packing"], **(packing or {})})}
+    out = {
+        **data,
+        "schema_version": version,
+        "packing": mf.packing_for(version, **{**data["packing"], **(packing or {})}),
+    }
     out["scoring"] = mf.scoring_for(version, data["scoring"])
     if "weight_sets" in data:
         out["weight_sets"] = [mf.scoring_for(version, w) for w in data["weight_sets"]]
@@ -83,24 +87,31 @@ def reprojected(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with the projection digest of its (edited) header and candidates, so that only the
     intended defect remains."""
     draft = RetrievalReceipt.model_construct(
-        schema_version=data["schema_version"], request_id=UUID(data["request_id"]), owner=data["owner"],
-        query=data["query"], scopes=tuple(data["scopes"]), ranking_policy=data.get("ranking_policy"),
+        schema_version=data["schema_version"],
+        request_id=UUID(data["request_id"]),
+        owner=data["owner"],
+        query=data["query"],
+        scopes=tuple(data["scopes"]),
+        ranking_policy=data.get("ranking_policy"),
         scoring=ScoringWeights.model_validate(data["scoring"]),
         weight_sets=tuple(ScoringWeights.model_validate(w) for w in data.get("weight_sets", ())),
-        candidates=tuple(ReceiptCandidate.model_validate(c) for c in data["candidates"]))
+        candidates=tuple(ReceiptCandidate.model_validate(c) for c in data["candidates"]),
+    )
     return {**data, "projection_sha256": projection_digest(draft)}
 
 
 def later_fields(version: int) -> list[tuple[str, str, int, Any]]:
     """(section, field, introduced in, historical meaning) of every field newer than ``version``."""
-    return ([("packing", k, since, old) for k, (since, old) in mf.PACKING_INTRODUCED.items() if since > version]
-            + [("scoring", k, since, old) for k, (since, old) in mf.SCORING_INTRODUCED.items() if since > version])
+    return [("packing", k, since, old) for k, (since, old) in mf.PACKING_INTRODUCED.items() if since > version] + [
+        ("scoring", k, since, old) for k, (since, old) in mf.SCORING_INTRODUCED.items() if since > version
+    ]
 
 
 def replay_key(receipt: RetrievalReceipt, index: int) -> tuple:
     c = receipt.candidates[index]
-    return sort_key(receipt.ranking_policy, c.score, c.provenance.trace.path_score, str(c.node_id),
-                    c.reranker_score is not None)
+    return sort_key(
+        receipt.ranking_policy, c.score, c.provenance.trace.path_score, str(c.node_id), c.reranker_score is not None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +123,7 @@ def retrieved() -> RetrievalReceipt:
 
 
 # --- golden fixtures ---------------------------------------------------------------------------
+
 
 def test_checksums_file_pins_exactly_the_golden_fixture_files():
     assert set(PINNED) == {mf.fixture_name(v) for v in VERSIONS}
@@ -137,6 +149,7 @@ def test_fixture_generator_reproduces_the_golden_bytes(version):
 
 # --- later fields are omitted on write and filled on read --------------------------------------
 
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_serialized_receipt_records_exactly_the_configuration_fields_of_its_version(version):
     data = golden_dict(version)
@@ -149,8 +162,15 @@ def test_serialized_receipt_records_exactly_the_configuration_fields_of_its_vers
 
 def test_version_3_bytes_contain_no_field_introduced_by_versions_4_to_9():
     data = golden(3)
-    for name in (b'"multipath_ordering"', b'"context_guidance_mode"', b'"context_format"', b'"episode_context_top_k"',
-                 b'"episode_context_local_k"', b'"episode_context_score_decay"', b'"current_update_multiplier"'):
+    for name in (
+        b'"multipath_ordering"',
+        b'"context_guidance_mode"',
+        b'"context_format"',
+        b'"episode_context_top_k"',
+        b'"episode_context_local_k"',
+        b'"episode_context_score_decay"',
+        b'"current_update_multiplier"',
+    ):
         assert name not in data
 
 
@@ -192,11 +212,15 @@ def test_historical_meaning_ignores_the_application_default():
 
 # --- older versions reject later claims --------------------------------------------------------
 
-@pytest.mark.parametrize(("version", "section", "name", "since", "value"), [
-    (v, section, name, since, value) for v in VERSIONS for section, name, since, value in later_fields(v)
-], ids=lambda p: str(p))
+
+@pytest.mark.parametrize(
+    ("version", "section", "name", "since", "value"),
+    [(v, section, name, since, value) for v in VERSIONS for section, name, since, value in later_fields(v)],
+    ids=lambda p: str(p),
+)
 def test_an_older_receipt_recording_a_later_field_is_rejected_even_with_its_historical_value(
-        version, section, name, since, value):
+    version, section, name, since, value
+):
     data = golden_dict(version)
     data[section][name] = value
     rejected(data, rf"{section}\.{name} was introduced in receipt version {since}")
@@ -230,7 +254,9 @@ def test_version_7_recording_episode_context_top_k_is_rejected():
 
 def test_version_8_containing_a_current_update_adjustment_is_rejected():
     data = as_version(golden_dict(9), 8)
-    assert any(a["kind"] == "current_update" for c in data["candidates"] for a in c["provenance"].get("adjustments", []))
+    assert any(
+        a["kind"] == "current_update" for c in data["candidates"] for a in c["provenance"].get("adjustments", [])
+    )
     rejected(data, "a version 8 receipt cannot contain a current_update adjustment")
 
 
@@ -257,9 +283,13 @@ def test_version_1_with_provenance_is_rejected():
     rejected(data, "version 1 receipts carry no score provenance")
 
 
-@pytest.mark.parametrize(("section", "name"), [
-    *(("packing", name) for name in mf.PACKING_INTRODUCED), *(("scoring", name) for name in mf.SCORING_INTRODUCED),
-])
+@pytest.mark.parametrize(
+    ("section", "name"),
+    [
+        *(("packing", name) for name in mf.PACKING_INTRODUCED),
+        *(("scoring", name) for name in mf.SCORING_INTRODUCED),
+    ],
+)
 def test_a_current_version_receipt_omitting_a_versioned_field_is_rejected(section, name):
     data = golden_dict(10)
     del data[section][name]
@@ -273,6 +303,7 @@ def test_version_9_weight_set_omitting_current_update_multiplier_is_rejected():
 
 
 # --- replay ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", REPLAYABLE)
 def test_replay_reproduces_the_recorded_scores_and_order(version):
@@ -306,6 +337,7 @@ def test_session_inheritance_keeps_the_features_of_a_source_absent_from_the_set(
 
 
 # --- tampering is rejected on load -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", REPLAYABLE)
 def test_a_changed_candidate_score_is_rejected(version):
@@ -393,18 +425,22 @@ def test_more_candidates_than_the_result_limit_are_rejected():
 
 # --- sort policies -----------------------------------------------------------------------------
 
+
 def policy_receipt(policy: str, candidates: tuple) -> RetrievalReceipt:
     return mf.build_receipt(**mf.common_fields(9, variant=3), ranking_policy=policy, candidates=candidates)
 
 
 def test_score_path_id_breaks_equal_scores_by_path_score_then_node_id():
     w = mf.scoring_for(9)
-    receipt = policy_receipt("score_path_id", (
-        mf.scored(7, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
-        mf.scored(3, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
-        mf.scored(5, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
-        mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
-    ))
+    receipt = policy_receipt(
+        "score_path_id",
+        (
+            mf.scored(7, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
+            mf.scored(3, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
+            mf.scored(5, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
+            mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
+        ),
+    )
     assert len({c.score for c in receipt.candidates}) == 1
     assert receipt.replay_ranking().order == (mf.node(7), mf.node(3), mf.node(5), mf.node(1))
 
@@ -412,18 +448,24 @@ def test_score_path_id_breaks_equal_scores_by_path_score_then_node_id():
 def test_score_path_id_rejects_an_equal_score_tie_ordered_by_id_against_path_score():
     w = mf.scoring_for(9)
     with pytest.raises(ValidationError, match="ranking order"):
-        policy_receipt("score_path_id", (
-            mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
-            mf.scored(2, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
-        ))
+        policy_receipt(
+            "score_path_id",
+            (
+                mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
+                mf.scored(2, mf.F_MIDDLE, w, paths=("lexical", "semantic")),
+            ),
+        )
 
 
 def test_score_id_breaks_equal_scores_by_node_id_ignoring_path_score():
     w = mf.scoring_for(9)
-    receipt = policy_receipt("score_id", (
-        mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
-        mf.scored(2, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
-    ))
+    receipt = policy_receipt(
+        "score_id",
+        (
+            mf.scored(1, mf.F_MIDDLE, w, paths=("semantic",)),
+            mf.scored(2, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
+        ),
+    )
     assert receipt.replay_ranking().order == (mf.node(1), mf.node(2))
     assert golden_receipt(4).replay_ranking().order[1:3] == (mf.node(2), mf.node(3))  # golden tie, path 1/3 first
 
@@ -439,11 +481,14 @@ def test_reranked_prefix_puts_reranked_candidates_before_a_higher_scored_tail():
 def test_reranked_prefix_orders_the_tail_by_score_then_path_score():
     w = mf.scoring_for(9)
     blend = (ScoreAdjustment(kind="neural_blend", coefficient=0.3, neural_score=0.0),)
-    receipt = policy_receipt("reranked_prefix", (
-        mf.scored(9, mf.F_WEAK, w, adjustments=blend, reranker_score=0.0),
-        mf.scored(4, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
-        mf.scored(2, mf.F_MIDDLE, w, paths=("semantic",)),
-    ))
+    receipt = policy_receipt(
+        "reranked_prefix",
+        (
+            mf.scored(9, mf.F_WEAK, w, adjustments=blend, reranker_score=0.0),
+            mf.scored(4, mf.F_MIDDLE, w, paths=("graph", "lexical", "semantic")),
+            mf.scored(2, mf.F_MIDDLE, w, paths=("semantic",)),
+        ),
+    )
     assert receipt.replay_ranking().order == (mf.node(9), mf.node(4), mf.node(2))
 
 
@@ -454,11 +499,19 @@ def test_a_receipt_ordered_under_another_policy_is_rejected(policy):
     rejected(data, "ranking order|projection_sha256")
 
 
-@pytest.mark.parametrize(("label", "client_kwargs", "retrieve_kwargs", "policy"), [
-    ("default", {}, {"packing": {"session_context_top_k": 0}}, "score_path_id"),
-    ("reranker", {"reranker": TokenOverlapReranker()}, {"packing": {"session_context_top_k": 0}}, "reranked_prefix"),
-    ("sessions", {}, {"packing": {"session_context_top_k": 5}}, "score_id"),
-])
+@pytest.mark.parametrize(
+    ("label", "client_kwargs", "retrieve_kwargs", "policy"),
+    [
+        ("default", {}, {"packing": {"session_context_top_k": 0}}, "score_path_id"),
+        (
+            "reranker",
+            {"reranker": TokenOverlapReranker()},
+            {"packing": {"session_context_top_k": 0}},
+            "reranked_prefix",
+        ),
+        ("sessions", {}, {"packing": {"session_context_top_k": 5}}, "score_id"),
+    ],
+)
 def test_real_retrieval_order_follows_the_key_of_its_recorded_policy(label, client_kwargs, retrieve_kwargs, policy):
     with MemoryClient("duckdb:///:memory:", **client_kwargs) as client:
         client.store_batch("alice", MEMORIES)
@@ -470,6 +523,7 @@ def test_real_retrieval_order_follows_the_key_of_its_recorded_policy(label, clie
 
 
 # --- rank fusion (formula 2) -------------------------------------------------------------------
+
 
 def test_rank_fusion_receipt_replays_exactly():
     receipt = mf.rank_fusion_receipt()
@@ -519,12 +573,15 @@ def test_formula_2_provenance_without_rank_fusion_inputs_is_rejected():
 def test_real_rank_fusion_retrieval_replays_exactly():
     with MemoryClient("duckdb:///:memory:") as client:
         client.store_batch("alice", MEMORIES)
-        receipt = client.retrieve("Alice cat Miso", owner="alice", reference_time=NOW, scoring={"fusion": "rrf"}).receipt
+        receipt = client.retrieve(
+            "Alice cat Miso", owner="alice", reference_time=NOW, scoring={"fusion": "rrf"}
+        ).receipt
     assert receipt.candidates and all(isinstance(c.provenance.rank_fusion, RankFusion) for c in receipt.candidates)
     assert receipt.replay_ranking().scores == tuple(c.score for c in receipt.candidates)
 
 
 # --- canonical form ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_canonical_bytes_are_the_canonical_json_of_the_canonical_dict(version):
@@ -563,6 +620,7 @@ def test_a_nan_score_is_rejected():
 
 
 # --- persistence -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_persisted_golden_receipt_reads_back_equal_with_its_pinned_checksum(open_store_at, version):
@@ -624,6 +682,7 @@ def test_real_retrieval_receipt_reads_back_equal_with_the_reported_checksum():
 
 # --- regressions of defects found while writing these tests ------------------------------------
 
+
 @pytest.mark.parametrize("scoring_as", ["model", "dict"])
 def test_build_constructs_a_version_8_receipt(scoring_as):
     fields = mf.common_fields(8, variant=4)
@@ -632,8 +691,9 @@ def test_build_constructs_a_version_8_receipt(scoring_as):
     as_model = lambda d: ScoringWeights.model_validate({**d, "current_update_multiplier": 1.0})  # noqa: E731
     fields["scoring"] = as_model(fields["scoring"]) if scoring_as == "model" else fields["scoring"]
     fields["weight_sets"] = (as_model(w),) if scoring_as == "model" else (w,)
-    receipt = RetrievalReceipt.build(**fields, ranking_policy="score_path_id",
-                                     candidates=(mf.scored(1, mf.F_MIDDLE, w),))
+    receipt = RetrievalReceipt.build(
+        **fields, ranking_policy="score_path_id", candidates=(mf.scored(1, mf.F_MIDDLE, w),)
+    )
     assert receipt.schema_version == 8
 
 

@@ -1,7 +1,7 @@
 """A long-lived client's retrievals see every committed memory, whatever order writers commit in
 (issue 13, item 1): the corpus cache is keyed on a revision that changes with every commit."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,7 +11,7 @@ from prme_core.errors import IdempotencyConflict
 from prme_core.memory.bank import MemoryBank
 from prme_core.storage import open_store
 
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OWNER = "alice"
 
 
@@ -27,8 +27,11 @@ def _seq_of(client: MemoryClient) -> dict[str, int]:
 
 
 def test_a_memory_that_commits_after_a_higher_sequence_number_is_still_retrieved(postgres_url):
-    with MemoryClient(postgres_url) as reader, open_store(postgres_url) as slow_store, \
-            open_store(postgres_url) as fast_store:
+    with (
+        MemoryClient(postgres_url) as reader,
+        open_store(postgres_url) as slow_store,
+        open_store(postgres_url) as fast_store,
+    ):
         slow, fast = MemoryBank(slow_store, reader.settings), MemoryBank(fast_store, reader.settings)
         reader.store_memory(OWNER, "Alice: a seed memory so the reader has a cached corpus")
         assert _retrieved(reader, "seed")
@@ -61,8 +64,9 @@ def test_every_memory_write_moves_the_owners_revision_and_nothing_else_does(clie
     assert moves == [1, 2, 3, 4]  # one bump per transaction, however many rows it wrote
     client.store_memory("bob", "Bob: no pets")
     response = client.retrieve("cat", owner=OWNER, reference_time=NOW)  # writes a receipt, not memory
-    client.record_answer_citations(response.metadata.request_id, owner=OWNER, answer_id="a", cited_node_ids=[],
-                                   method="model_reported")
+    client.record_answer_citations(
+        response.metadata.request_id, owner=OWNER, answer_id="a", cited_node_ids=[], method="model_reported"
+    )
     with pytest.raises(IdempotencyConflict):
         client.store_batch(OWNER, ["Alice: kept out", {"content": "x", "id": str(first.id)}])  # refused: no write
     assert _revision(client) == 4 and _revision(client, "bob") == 1

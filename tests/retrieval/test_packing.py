@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from uuid import UUID
 
 import pytest
@@ -18,16 +18,24 @@ from prme_core.retrieval.packing import ContextBundle, pack
 from prme_core.retrieval.rendering import PackItem, guidance_text, render_entry, render_header
 from prme_core.retrieval.tokenizer import TOKENIZER_ID, count_tokens, tokenizer_identity
 
-REF_TIME = datetime(2024, 3, 1, 12, tzinfo=timezone.utc)
-CREATED = datetime(2023, 5, 10, 9, 30, tzinfo=timezone.utc)
-EVENT = datetime(2023, 5, 8, 15, 56, tzinfo=timezone.utc)
+REF_TIME = datetime(2024, 3, 1, 12, tzinfo=UTC)
+CREATED = datetime(2023, 5, 10, 9, 30, tzinfo=UTC)
+EVENT = datetime(2023, 5, 8, 15, 56, tzinfo=UTC)
 
 
-def item(rank: int, content: str = "note", *, score: float = 0.5, node_type: str = "fact",
-         paths: tuple[str, ...] = ("lexical",), **extra) -> PackItem:
+def item(
+    rank: int,
+    content: str = "note",
+    *,
+    score: float = 0.5,
+    node_type: str = "fact",
+    paths: tuple[str, ...] = ("lexical",),
+    **extra,
+) -> PackItem:
     fields = dict(event_time=EVENT, created_at=CREATED, epistemic_type="observed", scope="personal") | extra
-    return PackItem(node_id=UUID(int=rank + 1), rank=rank, score=score, node_type=node_type, content=content,
-                    paths=paths, **fields)
+    return PackItem(
+        node_id=UUID(int=rank + 1), rank=rank, score=score, node_type=node_type, content=content, paths=paths, **fields
+    )
 
 
 def words(n: int) -> str:
@@ -35,8 +43,13 @@ def words(n: int) -> str:
 
 
 def config(**overrides) -> PackingConfig:
-    base = dict(token_budget=2048, min_fidelity="full", multipath_ordering="score",
-                context_guidance_mode="off", context_format="compact")
+    base = dict(
+        token_budget=2048,
+        min_fidelity="full",
+        multipath_ordering="score",
+        context_guidance_mode="off",
+        context_format="compact",
+    )
     return PackingConfig(**(base | overrides))
 
 
@@ -45,6 +58,7 @@ def packed_ranks(bundle: ContextBundle) -> list[int]:
 
 
 # --- tokenizer ---------------------------------------------------------------------------------
+
 
 def test_tokens_are_word_runs_and_single_punctuation_marks():
     assert count_tokens("Hello, wörld!  it's 2024-03-01") == 12
@@ -62,6 +76,7 @@ def test_tokenizer_identity_names_the_id_and_pattern():
 
 # --- rendering ---------------------------------------------------------------------------------
 
+
 def test_compact_entries_follow_the_documented_shapes():
     it = item(0, "Alice moved to Lisbon")
     assert render_entry(it, 3, "full", "compact") == "[3] fact · 2023-05-08 · observed · Alice moved to Lisbon"
@@ -77,15 +92,39 @@ def test_compact_date_falls_back_to_the_recorded_date():
 def test_auditable_entries_carry_exactly_the_documented_fields():
     full = item(0, "x", session_id="s1", valid_from=CREATED)
     assert json.loads(render_entry(full, 2, "full", "auditable")) == {
-        "ref": 2, "id": str(full.node_id), "type": "fact", "scope": "personal", "time": "2023-05-08T15:56:00Z",
-        "recorded": "2023-05-10T09:30:00Z", "valid_from": "2023-05-10T09:30:00Z", "epistemic": "observed",
-        "session": "s1", "content": "x"}
+        "ref": 2,
+        "id": str(full.node_id),
+        "type": "fact",
+        "scope": "personal",
+        "time": "2023-05-08T15:56:00Z",
+        "recorded": "2023-05-10T09:30:00Z",
+        "valid_from": "2023-05-10T09:30:00Z",
+        "epistemic": "observed",
+        "session": "s1",
+        "content": "x",
+    }
     bare = full.model_copy(update={"event_time": None, "session_id": None, "valid_from": None})
     assert set(json.loads(render_entry(bare, 2, "full", "auditable"))) == {
-        "ref", "id", "type", "scope", "recorded", "epistemic", "content"}
-    assert json.loads(render_entry(full, 2, "prose", "auditable")) == {"ref": 2, "id": str(full.node_id), "content": "x"}
+        "ref",
+        "id",
+        "type",
+        "scope",
+        "recorded",
+        "epistemic",
+        "content",
+    }
+    assert json.loads(render_entry(full, 2, "prose", "auditable")) == {
+        "ref": 2,
+        "id": str(full.node_id),
+        "content": "x",
+    }
     assert json.loads(render_entry(full, 2, "reference", "auditable")) == {
-        "ref": 2, "id": str(full.node_id), "type": "fact", "time": "2023-05-08T15:56:00Z", "reference_only": True}
+        "ref": 2,
+        "id": str(full.node_id),
+        "type": "fact",
+        "time": "2023-05-08T15:56:00Z",
+        "reference_only": True,
+    }
 
 
 @pytest.mark.parametrize("fmt", ["auditable", "compact"])
@@ -98,7 +137,10 @@ def test_every_rendering_is_a_single_line(fmt, representation):
 def test_headers_are_one_line_in_each_format():
     assert render_header(REF_TIME, "compact") == "PRME context · reference time 2024-03-01T12:00:00Z"
     assert json.loads(render_header(REF_TIME, "auditable")) == {
-        "context": "prme", "format": "auditable", "reference_time": "2024-03-01T12:00:00Z"}
+        "context": "prme",
+        "format": "auditable",
+        "reference_time": "2024-03-01T12:00:00Z",
+    }
 
 
 def test_guidance_texts_stay_short_and_single_line():
@@ -113,9 +155,16 @@ def test_guidance_texts_stay_short_and_single_line():
 _items = st.lists(
     st.builds(
         lambda content, score, node_type, paths, dated: dict(
-            content=content, score=score, node_type=node_type, paths=paths,
-            event_time=EVENT if dated else None, session_id="s\n1" if dated else None),
-        st.text(max_size=120), st.floats(-1.0, 2.0), st.sampled_from(["fact", "event", "instruction", "preference"]),
+            content=content,
+            score=score,
+            node_type=node_type,
+            paths=paths,
+            event_time=EVENT if dated else None,
+            session_id="s\n1" if dated else None,
+        ),
+        st.text(max_size=120),
+        st.floats(-1.0, 2.0),
+        st.sampled_from(["fact", "event", "instruction", "preference"]),
         st.lists(st.sampled_from(["lexical", "semantic", "graph"]), max_size=3, unique=True).map(tuple),
         st.booleans(),
     ),
@@ -123,7 +172,9 @@ _items = st.lists(
 ).map(lambda specs: [item(rank, **spec) for rank, spec in enumerate(specs)])
 
 _configs = st.builds(
-    PackingConfig, token_budget=st.integers(16, 600), min_fidelity=st.sampled_from(["full", "prose", "reference"]),
+    PackingConfig,
+    token_budget=st.integers(16, 600),
+    min_fidelity=st.sampled_from(["full", "prose", "reference"]),
     multipath_ordering=st.sampled_from(["score", "density", "balanced"]),
     context_guidance_mode=st.sampled_from(["off", "temporal", "all"]),
     context_format=st.sampled_from(["auditable", "compact"]),
@@ -143,8 +194,12 @@ def test_rendered_bundle_never_exceeds_the_budget(items, cfg, temporal_query):
 
 
 def test_tokens_used_is_the_sum_of_the_line_costs():
-    bundle = pack([item(r, words(r + 1)) for r in range(4)], config(context_guidance_mode="all"),
-                  reference_time=REF_TIME, temporal_query=True)
+    bundle = pack(
+        [item(r, words(r + 1)) for r in range(4)],
+        config(context_guidance_mode="all"),
+        reference_time=REF_TIME,
+        temporal_query=True,
+    )
     lines = [bundle.header, bundle.guidance, *(e.text for e in bundle.entries)]
     assert bundle.tokens_used == sum(count_tokens(line) for line in lines)
     assert bundle.tokens_used + bundle.budget_remaining == bundle.token_budget
@@ -185,40 +240,56 @@ def test_bundle_with_an_entry_of_wrong_token_cost_is_rejected():
 
 # --- ordering policies ------------------------------------------------------------------------
 
+
 def _three_way_items() -> list[PackItem]:
     """Score order 0,1,2; density order 1,2,0; balanced order 1,0,2."""
-    return [item(0, words(120), score=0.9, paths=("semantic",)),
-            item(1, words(5), score=0.8, paths=("lexical", "semantic")),
-            item(2, "ok", score=0.5, paths=("lexical",))]
+    return [
+        item(0, words(120), score=0.9, paths=("semantic",)),
+        item(1, words(5), score=0.8, paths=("lexical", "semantic")),
+        item(2, "ok", score=0.5, paths=("lexical",)),
+    ]
 
 
 @pytest.mark.parametrize("policy, expected", [("score", [0, 1, 2]), ("density", [1, 2, 0]), ("balanced", [1, 0, 2])])
 def test_each_ordering_policy_sets_the_entry_order(policy, expected):
-    bundle = pack(_three_way_items(), config(token_budget=400, multipath_ordering=policy),
-                  reference_time=REF_TIME, temporal_query=False)
+    bundle = pack(
+        _three_way_items(),
+        config(token_budget=400, multipath_ordering=policy),
+        reference_time=REF_TIME,
+        temporal_query=False,
+    )
     assert bundle.multipath_ordering == policy
     assert packed_ranks(bundle) == expected
     assert [e.ref for e in bundle.entries] == [1, 2, 3]
 
 
 def test_balanced_discounts_entries_longer_than_a_quarter_of_the_budget():
-    items = [item(0, words(120), score=0.9), item(1, words(3), score=0.75, paths=("lexical", "semantic")),
-             item(2, words(3), score=0.72)]
-    bundle = pack(items, config(token_budget=400, multipath_ordering="balanced"),
-                  reference_time=REF_TIME, temporal_query=False)
+    items = [
+        item(0, words(120), score=0.9),
+        item(1, words(3), score=0.75, paths=("lexical", "semantic")),
+        item(2, words(3), score=0.72),
+    ]
+    bundle = pack(
+        items, config(token_budget=400, multipath_ordering="balanced"), reference_time=REF_TIME, temporal_query=False
+    )
     assert packed_ranks(bundle) == [1, 2, 0]  # 0.9 * 0.75 = 0.675 < 0.72 * (1 - 0.25 * 16/100)
 
 
 def test_balanced_without_a_multi_path_item_leads_with_the_best_ranked():
     items = [item(0, words(120), score=0.9), item(1, words(3), score=0.75), item(2, words(3), score=0.72)]
-    bundle = pack(items, config(token_budget=400, multipath_ordering="balanced"),
-                  reference_time=REF_TIME, temporal_query=False)
+    bundle = pack(
+        items, config(token_budget=400, multipath_ordering="balanced"), reference_time=REF_TIME, temporal_query=False
+    )
     assert packed_ranks(bundle) == [0, 1, 2]
 
 
 def test_priority_tier_is_packed_before_better_ranked_items():
-    items = [item(0, score=0.9), item(1, score=0.8), item(2, score=0.1, node_type="preference"),
-             item(3, score=0.05, node_type="instruction")]
+    items = [
+        item(0, score=0.9),
+        item(1, score=0.8),
+        item(2, score=0.1, node_type="preference"),
+        item(3, score=0.05, node_type="instruction"),
+    ]
     for policy in ("score", "density", "balanced"):
         bundle = pack(items, config(multipath_ordering=policy), reference_time=REF_TIME, temporal_query=False)
         assert set(packed_ranks(bundle)[:2]) == {2, 3}
@@ -226,9 +297,11 @@ def test_priority_tier_is_packed_before_better_ranked_items():
 
 # --- formats and guidance ---------------------------------------------------------------------
 
+
 def test_auditable_bundle_lines_parse_as_json_with_their_refs():
-    bundle = pack([item(r) for r in range(3)], config(context_format="auditable"),
-                  reference_time=REF_TIME, temporal_query=False)
+    bundle = pack(
+        [item(r) for r in range(3)], config(context_format="auditable"), reference_time=REF_TIME, temporal_query=False
+    )
     assert bundle.context_format == "auditable"
     header, *lines = bundle.render().split("\n")
     assert json.loads(header)["format"] == "auditable"
@@ -236,21 +309,28 @@ def test_auditable_bundle_lines_parse_as_json_with_their_refs():
 
 
 def test_compact_bundle_lines_start_with_their_ref():
-    bundle = pack([item(r) for r in range(3)], config(context_format="compact"),
-                  reference_time=REF_TIME, temporal_query=False)
+    bundle = pack(
+        [item(r) for r in range(3)], config(context_format="compact"), reference_time=REF_TIME, temporal_query=False
+    )
     assert bundle.context_format == "compact"
     header, *lines = bundle.render().split("\n")
     assert header.startswith("PRME context")
     assert all(line.startswith(f"[{n}] ") for n, line in enumerate(lines, start=1))
 
 
-@pytest.mark.parametrize("mode, temporal_query, has_guidance", [
-    ("off", True, False), ("off", False, False), ("temporal", True, True), ("temporal", False, False),
-    ("all", True, True), ("all", False, True),
-])
+@pytest.mark.parametrize(
+    "mode, temporal_query, has_guidance",
+    [
+        ("off", True, False),
+        ("off", False, False),
+        ("temporal", True, True),
+        ("temporal", False, False),
+        ("all", True, True),
+        ("all", False, True),
+    ],
+)
 def test_guidance_line_appears_only_as_the_mode_asks(mode, temporal_query, has_guidance):
-    bundle = pack([item(0)], config(context_guidance_mode=mode), reference_time=REF_TIME,
-                  temporal_query=temporal_query)
+    bundle = pack([item(0)], config(context_guidance_mode=mode), reference_time=REF_TIME, temporal_query=temporal_query)
     assert (bundle.guidance is not None) == has_guidance
     assert len(bundle.render().split("\n")) == 1 + has_guidance + 1
     assert bundle.context_guidance_mode == mode
@@ -258,18 +338,32 @@ def test_guidance_line_appears_only_as_the_mode_asks(mode, temporal_query, has_g
 
 # --- fidelity, truncation, empty bundles ------------------------------------------------------
 
+
 def _budget_for(it: PackItem, representation: str) -> int:
-    return count_tokens(render_header(REF_TIME, "compact")) + count_tokens(render_entry(it, 1, representation, "compact"))
+    return count_tokens(render_header(REF_TIME, "compact")) + count_tokens(
+        render_entry(it, 1, representation, "compact")
+    )
 
 
-@pytest.mark.parametrize("min_fidelity, budget_fits, expected", [
-    ("full", "full", "full"), ("full", "prose", None), ("prose", "prose", "prose"), ("prose", "reference", None),
-    ("reference", "prose", "prose"), ("reference", "reference", "reference"),
-])
+@pytest.mark.parametrize(
+    "min_fidelity, budget_fits, expected",
+    [
+        ("full", "full", "full"),
+        ("full", "prose", None),
+        ("prose", "prose", "prose"),
+        ("prose", "reference", None),
+        ("reference", "prose", "prose"),
+        ("reference", "reference", "reference"),
+    ],
+)
 def test_an_item_too_large_falls_back_only_as_far_as_min_fidelity(min_fidelity, budget_fits, expected):
     big = item(0, words(100))
-    bundle = pack([big], config(token_budget=_budget_for(big, budget_fits), min_fidelity=min_fidelity),
-                  reference_time=REF_TIME, temporal_query=False)
+    bundle = pack(
+        [big],
+        config(token_budget=_budget_for(big, budget_fits), min_fidelity=min_fidelity),
+        reference_time=REF_TIME,
+        temporal_query=False,
+    )
     entry = bundle.entry(big.node_id)
     if expected is None:
         assert entry is None and bundle.excluded_ids == (big.node_id,)
@@ -282,8 +376,12 @@ def test_an_item_too_large_falls_back_only_as_far_as_min_fidelity(min_fidelity, 
 def test_content_is_never_truncated():
     content = "first line\nsecond line with " + words(40)
     for fmt in ("auditable", "compact"):
-        bundle = pack([item(0, content), item(1, words(500))], config(token_budget=300, context_format=fmt),
-                      reference_time=REF_TIME, temporal_query=False)
+        bundle = pack(
+            [item(0, content), item(1, words(500))],
+            config(token_budget=300, context_format=fmt),
+            reference_time=REF_TIME,
+            temporal_query=False,
+        )
         assert bundle.excluded_ids == (UUID(int=2),)
         text = bundle.entries[0].text
         if fmt == "auditable":
@@ -301,26 +399,28 @@ def test_empty_bundle_renders_empty_and_hashes_to_the_empty_digest():
 
 def test_header_over_budget_excludes_every_item_in_rank_order():
     items = [item(2), item(0), item(1)]
-    bundle = pack(items, config(token_budget=16, context_format="auditable"), reference_time=REF_TIME,
-                  temporal_query=False)
+    bundle = pack(
+        items, config(token_budget=16, context_format="auditable"), reference_time=REF_TIME, temporal_query=False
+    )
     assert bundle.entries == () and bundle.render() == ""
     assert bundle.excluded_ids == (UUID(int=1), UUID(int=2), UUID(int=3))
 
 
 def test_excluded_ids_are_listed_in_rank_order():
     items = [item(0, words(300)), item(1), item(2, words(300)), item(3)]
-    bundle = pack(items, config(token_budget=100, multipath_ordering="density"), reference_time=REF_TIME,
-                  temporal_query=False)
+    bundle = pack(
+        items, config(token_budget=100, multipath_ordering="density"), reference_time=REF_TIME, temporal_query=False
+    )
     assert bundle.excluded_ids == (UUID(int=1), UUID(int=3))
     assert bundle.context_sha256() == sha256_hex(bundle.render())
 
 
 # --- inputs ------------------------------------------------------------------------------------
 
+
 def test_duplicate_node_ids_are_rejected():
     with pytest.raises(InvalidInput, match="items"):
-        pack([item(0), item(0).model_copy(update={"rank": 1})], config(), reference_time=REF_TIME,
-             temporal_query=False)
+        pack([item(0), item(0).model_copy(update={"rank": 1})], config(), reference_time=REF_TIME, temporal_query=False)
 
 
 def test_naive_reference_time_is_rejected():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -33,27 +33,51 @@ from prme_core.retrieval.pool_replay import check_pool_replay, replay_pool
 from prme_core.retrieval.reranker import TokenOverlapReranker
 from tests.fixtures.receipts import make_fixtures as mf
 
-T0 = datetime(2023, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 1, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(days=120)
 SIX = ("semantic", "lexical", "graph", "recency", "salience", "confidence")
 
 SESSIONS = [
-    ["Alice: I adopted a grey cat named Miso last spring", "Bob: Miso sounds lovely, what does she eat?",
-     "Alice: Miso eats salmon and refuses dry food", "Bob: My dog Rex only eats dry food",
-     "Alice: Rex and Miso should meet some day", "Bob: Maybe at the park near the lake"],
-    ["Bob: I started piano lessons in Lisbon", "Alice: My sister teaches piano in Lisbon too",
-     "Bob: What is your sister's name?", "Alice: Her name is Clara and she loves jazz",
-     "Bob: Clara should play at the festival", "Alice: The jazz festival is in July"],
-    ["Alice: I switched to a Pixel phone, the old iPhone broke", "Bob: Is the Pixel camera good?",
-     "Alice: The camera is great for photos of Miso", "Bob: I still use an old Nokia phone",
-     "Alice: I now use the Pixel for work calls too", "Bob: Updated: I replaced the Nokia with a Pixel"],
-    ["Alice: We hiked in the Alps in May", "Bob: The Alps trip was the best trip this year",
-     "Alice: Next year we should hike in Kyoto", "Bob: Kyoto in spring has cherry blossoms"],
+    [
+        "Alice: I adopted a grey cat named Miso last spring",
+        "Bob: Miso sounds lovely, what does she eat?",
+        "Alice: Miso eats salmon and refuses dry food",
+        "Bob: My dog Rex only eats dry food",
+        "Alice: Rex and Miso should meet some day",
+        "Bob: Maybe at the park near the lake",
+    ],
+    [
+        "Bob: I started piano lessons in Lisbon",
+        "Alice: My sister teaches piano in Lisbon too",
+        "Bob: What is your sister's name?",
+        "Alice: Her name is Clara and she loves jazz",
+        "Bob: Clara should play at the festival",
+        "Alice: The jazz festival is in July",
+    ],
+    [
+        "Alice: I switched to a Pixel phone, the old iPhone broke",
+        "Bob: Is the Pixel camera good?",
+        "Alice: The camera is great for photos of Miso",
+        "Bob: I still use an old Nokia phone",
+        "Alice: I now use the Pixel for work calls too",
+        "Bob: Updated: I replaced the Nokia with a Pixel",
+    ],
+    [
+        "Alice: We hiked in the Alps in May",
+        "Bob: The Alps trip was the best trip this year",
+        "Alice: Next year we should hike in Kyoto",
+        "Bob: Kyoto in spring has cherry blossoms",
+    ],
 ]
 QUERIES = [
-    "What does Miso the cat eat?", "Who teaches piano in Lisbon?", "What phone does Alice currently use?",
-    "What did Bob say recently about the Pixel?", "When did Alice and Bob hike in the Alps?",
-    "What is the name of Alice's sister?", "Which dog eats dry food?", "jazz festival Clara",
+    "What does Miso the cat eat?",
+    "Who teaches piano in Lisbon?",
+    "What phone does Alice currently use?",
+    "What did Bob say recently about the Pixel?",
+    "When did Alice and Bob hike in the Alps?",
+    "What is the name of Alice's sister?",
+    "Which dog eats dry food?",
+    "jazz festival Clara",
 ]
 
 
@@ -61,9 +85,14 @@ def conversation() -> list[dict]:
     items = []
     for s, turns in enumerate(SESSIONS):
         for t, text in enumerate(turns):
-            items.append({"content": text, "session_id": f"conv-{s}",
-                          "event_time": T0 + timedelta(days=10 * s, minutes=t),
-                          "scope": "project" if (s, t) == (1, 3) else "personal"})
+            items.append(
+                {
+                    "content": text,
+                    "session_id": f"conv-{s}",
+                    "event_time": T0 + timedelta(days=10 * s, minutes=t),
+                    "scope": "project" if (s, t) == (1, 3) else "personal",
+                }
+            )
     return items
 
 
@@ -75,13 +104,15 @@ def admissible_weights(draw):
     total = sum(raw)
     six = [r / total for r in raw]
     six[-1] = max(1.0 - sum(six[:-1]), 0.0)
-    return {**dict(zip(SIX, six)),
-            "term_coverage": draw(st.sampled_from([0.0, 0.05, 0.2, 0.5])),
-            "bigram_overlap": draw(st.sampled_from([0.0, 0.1, 0.35])),
-            "entity_match": draw(st.sampled_from([0.0, 0.15, 0.5])),
-            "temporal_boost": draw(st.sampled_from([0.0, 0.15, 0.6])),
-            "relevance_floor": draw(st.sampled_from([0.0, 0.35, 0.7])),
-            "current_update_multiplier": draw(st.sampled_from([1.0, 1.3, 2.0]))}
+    return {
+        **dict(zip(SIX, six)),
+        "term_coverage": draw(st.sampled_from([0.0, 0.05, 0.2, 0.5])),
+        "bigram_overlap": draw(st.sampled_from([0.0, 0.1, 0.35])),
+        "entity_match": draw(st.sampled_from([0.0, 0.15, 0.5])),
+        "temporal_boost": draw(st.sampled_from([0.0, 0.15, 0.6])),
+        "relevance_floor": draw(st.sampled_from([0.0, 0.35, 0.7])),
+        "current_update_multiplier": draw(st.sampled_from([1.0, 1.3, 2.0])),
+    }
 
 
 multipliers = st.none() | st.dictionaries(st.sampled_from(SIX), st.sampled_from([0.25, 0.5, 2.0, 4.0]), max_size=6)
@@ -94,15 +125,31 @@ def conversation_client(store_url):
         yield client
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(query=st.sampled_from(QUERIES), other=admissible_weights(), mult=multipliers, limit=st.integers(1, 12),
-       min_score=st.sampled_from([0.0, 0.0, 0.25]), cross=st.booleans(), session_top_k=st.sampled_from([0, 3, 20]))
-def test_pool_replay_under_other_weights_equals_a_fresh_retrieval(conversation_client, query, other, mult, limit,
-                                                                  min_score, cross, session_top_k):
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.sampled_from(QUERIES),
+    other=admissible_weights(),
+    mult=multipliers,
+    limit=st.integers(1, 12),
+    min_score=st.sampled_from([0.0, 0.0, 0.25]),
+    cross=st.booleans(),
+    session_top_k=st.sampled_from([0, 3, 20]),
+)
+def test_pool_replay_under_other_weights_equals_a_fresh_retrieval(
+    conversation_client, query, other, mult, limit, min_score, cross, session_top_k
+):
     client = conversation_client
-    args = dict(owner="alice", scopes=["personal"], reference_time=NOW, limit=limit, min_score=min_score,
-                include_cross_scope=cross, packing={"session_context_top_k": session_top_k})
+    args = dict(
+        owner="alice",
+        scopes=["personal"],
+        reference_time=NOW,
+        limit=limit,
+        min_score=min_score,
+        include_cross_scope=cross,
+        packing={"session_context_top_k": session_top_k},
+    )
     recorded = client.retrieve(query, **args).receipt
     assert recorded.schema_version == 10 and recorded.pool.complete and recorded.pool.replayable
     assert check_pool_replay(recorded)
@@ -115,6 +162,7 @@ def test_pool_replay_under_other_weights_equals_a_fresh_retrieval(conversation_c
 
 
 # --- what a version-10 receipt records ----------------------------------------------------------
+
 
 def test_new_receipts_record_the_pool_without_text_and_bound_by_the_checksum(client):
     client.store_batch("alice", conversation())
@@ -133,8 +181,9 @@ def test_new_receipts_record_the_pool_without_text_and_bound_by_the_checksum(cli
 def test_pool_depth_truncates_to_the_best_base_ranked_members_and_records_incompleteness(client):
     client.store_batch("alice", conversation())
     full = client.retrieve("Miso", owner="alice", reference_time=NOW, limit=3).receipt
-    short = client.retrieve("Miso", owner="alice", reference_time=NOW, limit=3,
-                            packing={"receipt_pool_depth": 2}).receipt
+    short = client.retrieve(
+        "Miso", owner="alice", reference_time=NOW, limit=3, packing={"receipt_pool_depth": 2}
+    ).receipt
     assert full.pool.size > 2 and short.pool.size == full.pool.size and not short.pool.complete
     assert short.pool.node_ids == full.pool.node_ids[:2]
     with pytest.raises(ReplayUnavailable, match="exact only for complete pools"):
@@ -152,8 +201,9 @@ def test_reranker_and_episode_routing_pools_are_recorded_but_not_replayable(stor
         with pytest.raises(ReplayUnavailable, match="neural_reranker"):
             replay_pool(receipt)
     with MemoryClient(store_url) as client:
-        receipt = client.retrieve("Miso", owner="alice", reference_time=NOW,
-                                  packing={"episode_context_top_k": 2}).receipt
+        receipt = client.retrieve(
+            "Miso", owner="alice", reference_time=NOW, packing={"episode_context_top_k": 2}
+        ).receipt
         assert receipt.pool.reason == "episode_routing"
         rrf = client.retrieve("Miso", owner="alice", reference_time=NOW, scoring={"fusion": "rrf"}).receipt
         assert rrf.pool.reason == "rank_fusion"
@@ -170,9 +220,16 @@ def test_pool_replay_refuses_weights_that_change_recorded_features():
 def test_golden_version_10_pool_replays_to_its_returned_list_and_moves_under_other_weights():
     receipt = RetrievalReceipt.model_validate_json(mf.golden_bytes()[mf.fixture_name(10)])
     assert check_pool_replay(receipt)
-    lexical_only = ScoringWeights.model_validate({**receipt.scoring.model_dump(), **dict.fromkeys(SIX, 0.0),
-                                                  "lexical": 1.0, "term_coverage": 0.0, "bigram_overlap": 0.0,
-                                                  "entity_match": 0.0})
+    lexical_only = ScoringWeights.model_validate(
+        {
+            **receipt.scoring.model_dump(),
+            **dict.fromkeys(SIX, 0.0),
+            "lexical": 1.0,
+            "term_coverage": 0.0,
+            "bigram_overlap": 0.0,
+            "entity_match": 0.0,
+        }
+    )
     moved = replay_pool(receipt, weights=lexical_only)
     assert moved.scores != tuple(c.score for c in receipt.candidates)
 
@@ -186,6 +243,7 @@ def test_version_9_receipts_carry_no_pool_and_cannot_be_pool_replayed():
 
 
 # --- fail closed --------------------------------------------------------------------------------
+
 
 def v10_dict() -> dict:
     return orjson.loads(mf.golden_bytes()[mf.fixture_name(10)])
@@ -212,9 +270,25 @@ def test_a_changed_pool_feature_of_a_returned_candidate_is_rejected_by_the_model
         load(data)
 
 
-@pytest.mark.parametrize("field", ["depth", "size", "complete", "replayable", "current_state", "episodic", "node_ids",
-                                   "features", "paths", "cross_scope", "update_eligible", "neighbours",
-                                   "outside_ids", "outside_cross_scope"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "depth",
+        "size",
+        "complete",
+        "replayable",
+        "current_state",
+        "episodic",
+        "node_ids",
+        "features",
+        "paths",
+        "cross_scope",
+        "update_eligible",
+        "neighbours",
+        "outside_ids",
+        "outside_cross_scope",
+    ],
+)
 def test_a_pool_missing_a_field_is_rejected(field):
     data = v10_dict()
     del data["pool"][field]
@@ -229,17 +303,20 @@ def test_a_version_10_receipt_without_a_pool_is_rejected():
         load(data)
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda p: p.update(complete=False), "pool.complete"),
-    (lambda p: p.update(size=5), "min\\(size, depth\\) members"),
-    (lambda p: p.update(depth=3), "min\\(size, depth\\) members|pool.complete"),
-    (lambda p: p["features"][1].pop(), "records 12 features"),
-    (lambda p: p["neighbours"].__setitem__(0, [0]), "does not exist"),
-    (lambda p: p.update(outside_ids=[]), "does not exist"),
-    (lambda p: p.update(replayable=False), "reason exactly when"),
-    (lambda p: p.update(cross_scope=[2, 2]), "sorted unique"),
-    (lambda p: p["features"][3].__setitem__(11, 1.5), "\\[0, 1\\]"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: p.update(complete=False), "pool.complete"),
+        (lambda p: p.update(size=5), "min\\(size, depth\\) members"),
+        (lambda p: p.update(depth=3), "min\\(size, depth\\) members|pool.complete"),
+        (lambda p: p["features"][1].pop(), "records 12 features"),
+        (lambda p: p["neighbours"].__setitem__(0, [0]), "does not exist"),
+        (lambda p: p.update(outside_ids=[]), "does not exist"),
+        (lambda p: p.update(replayable=False), "reason exactly when"),
+        (lambda p: p.update(cross_scope=[2, 2]), "sorted unique"),
+        (lambda p: p["features"][3].__setitem__(11, 1.5), "\\[0, 1\\]"),
+    ],
+)
 def test_an_inconsistent_pool_is_rejected(edit, message):
     data = v10_dict()
     edit(data["pool"])
@@ -260,9 +337,11 @@ def test_a_version_9_receipt_with_a_pool_or_interaction_traces_is_rejected():
 
 # --- interaction features -----------------------------------------------------------------------
 
+
 def test_interaction_features_are_shares_of_query_terms_bigrams_and_names(client):
-    client.store_batch("alice", [{"content": "Alice: I adopted a grey cat named Miso"},
-                                 {"content": "Bob: a cat named Rex"}])
+    client.store_batch(
+        "alice", [{"content": "Alice: I adopted a grey cat named Miso"}, {"content": "Bob: a cat named Rex"}]
+    )
     receipt = client.retrieve("Is the cat named Miso Alice's?", owner="alice", reference_time=NOW).receipt
     traces = {c.content_sha256: c.provenance.trace for c in receipt.candidates}
     first = traces[sha256_hex("Alice: I adopted a grey cat named Miso")]
@@ -286,12 +365,14 @@ def test_zero_interaction_weights_score_exactly_as_without_the_features(client):
 
     feats = np.array([c.provenance.trace.feature_row()[:9] for c in receipt.candidates])
     w = receipt.weight_sets[0]
-    old = weighted_base_scores(feats, np.tile(w.vector(), (len(feats), 1)),
-                               np.tile([w.temporal_boost, w.relevance_floor], (len(feats), 1)))
+    old = weighted_base_scores(
+        feats, np.tile(w.vector(), (len(feats), 1)), np.tile([w.temporal_boost, w.relevance_floor], (len(feats), 1))
+    )
     assert old.tolist() == [c.provenance.trace.base_score for c in receipt.candidates]
 
 
 # --- learning reads both versions ---------------------------------------------------------------
+
 
 def test_the_learner_reproduces_recorded_scores_of_version_9_and_version_10_receipts_at_unity():
     rng = random.Random(5)
@@ -325,11 +406,22 @@ def test_a_profile_fitted_under_the_version_9_layout_is_reported_inapplicable(cl
     client.store_batch("alice", conversation())
     scopes = tuple(sorted(client.settings.scopes))
     profile_id = uuid.uuid4()
-    app = RankingProfileApplication(profile_id=profile_id, multipliers=RankingMultipliers(lexical=2.0),
-                                    feature_identity_sha256=old_identity, base_scoring=client.settings.scoring)
-    state = RankingProfileState(change_id=uuid.uuid4(), owner="alice", scopes=scopes, action="activate",
-                                previous_profile_id=None, active_profile_id=profile_id, application=app,
-                                changed_at=utc_now())
+    app = RankingProfileApplication(
+        profile_id=profile_id,
+        multipliers=RankingMultipliers(lexical=2.0),
+        feature_identity_sha256=old_identity,
+        base_scoring=client.settings.scoring,
+    )
+    state = RankingProfileState(
+        change_id=uuid.uuid4(),
+        owner="alice",
+        scopes=scopes,
+        action="activate",
+        previous_profile_id=None,
+        active_profile_id=profile_id,
+        application=app,
+        changed_at=utc_now(),
+    )
     with client.store.transaction() as tx:
         record_change(tx, state)
     meta = client.retrieve("Miso", owner="alice", reference_time=NOW).metadata

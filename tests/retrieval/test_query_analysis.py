@@ -2,7 +2,7 @@
 (dates, update language) and temporal affinity."""
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -18,12 +18,12 @@ from prme_core.retrieval.query_analysis import (
 )
 from prme_core.types import to_epoch_us
 
-NOW = datetime(2024, 3, 15, 14, 30, tzinfo=timezone.utc)
+NOW = datetime(2024, 3, 15, 14, 30, tzinfo=UTC)
 DAY_US = 86_400 * 1_000_000
 
 
 def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
+    return datetime(*args, tzinfo=UTC)
 
 
 # query, intent, explicit, implicit, current_state, episodic, aggregation, relational_shift_eligible
@@ -57,8 +57,15 @@ SIGNALS = [
 @pytest.mark.parametrize("row", SIGNALS, ids=[row[0] for row in SIGNALS])
 def test_query_signals_match_the_example_table(row):
     a = analyze_query(row[0], NOW)
-    got = (a.intent, a.explicit_current, a.implicit_current, a.current_state, a.episodic, a.aggregation,
-           a.relational_shift_eligible)
+    got = (
+        a.intent,
+        a.explicit_current,
+        a.implicit_current,
+        a.current_state,
+        a.episodic,
+        a.aggregation,
+        a.relational_shift_eligible,
+    )
     assert got == row[1:]
 
 
@@ -113,8 +120,16 @@ def test_relative_windows_follow_the_reference_time_in_utc():
     assert (a.window_start, a.window_end) == (utc(2024, 3, 14), utc(2024, 3, 15))
 
 
-@pytest.mark.parametrize("query", ["What does Jon do?", "When did we meet?", "What happened on 31 February 2023?",
-                                   "What happened on 2023-05-08?", "Who was the CEO before 2020?"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What does Jon do?",
+        "When did we meet?",
+        "What happened on 31 February 2023?",
+        "What happened on 2023-05-08?",
+        "Who was the CEO before 2020?",
+    ],
+)
 def test_queries_without_a_supported_phrase_have_no_window(query):
     a = analyze_query(query, NOW)
     assert a.window_start is None and a.window_end is None
@@ -126,47 +141,93 @@ def test_naive_reference_time_is_rejected():
 
 
 def test_analysis_with_an_inverted_window_does_not_load():
-    fields = dict(normalized="q", intent="temporal", explicit_current=False, implicit_current=False,
-                  current_state=False, episodic=False, aggregation=False, relational_shift_eligible=False)
+    fields = dict(
+        normalized="q",
+        intent="temporal",
+        explicit_current=False,
+        implicit_current=False,
+        current_state=False,
+        episodic=False,
+        aggregation=False,
+        relational_shift_eligible=False,
+    )
     with pytest.raises(ValidationError, match="window_start"):
         QueryAnalysis(**fields, window_start=utc(2024, 2, 1), window_end=utc(2024, 1, 1))
     with pytest.raises(ValidationError, match="current_state"):
         QueryAnalysis(**{**fields, "current_state": True})
 
 
-@pytest.mark.parametrize("text", [
-    "We changed to a four-day week.", "The team switched to Postgres.", "We migrated from MySQL last spring.",
-    "The service moved to Frankfurt.", "Jenkins was replaced by Argo.", "Version updated to 2.1.",
-    "The app now uses OAuth.", "I no longer drink coffee.", "The parser was rewritten in Rust.",
-    "We upgraded to Python 3.12.", "My new phone number is 555-0100.", "The new office is in Leeds.",
-    "Effective immediately, badges are required.", "I updated my address.",
-    "I changed jobs and I now work at a bakery.", "They moved offices; the team is now remote.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We changed to a four-day week.",
+        "The team switched to Postgres.",
+        "We migrated from MySQL last spring.",
+        "The service moved to Frankfurt.",
+        "Jenkins was replaced by Argo.",
+        "Version updated to 2.1.",
+        "The app now uses OAuth.",
+        "I no longer drink coffee.",
+        "The parser was rewritten in Rust.",
+        "We upgraded to Python 3.12.",
+        "My new phone number is 555-0100.",
+        "The new office is in Leeds.",
+        "Effective immediately, badges are required.",
+        "I updated my address.",
+        "I changed jobs and I now work at a bakery.",
+        "They moved offices; the team is now remote.",
+    ],
+)
 def test_update_language_is_detected(text):
     assert has_update_language(text)
 
 
-@pytest.mark.parametrize("text", [
-    "I like coffee in the morning.", "Caroline went to the support group.", "We talked about new ideas today.",
-    "I changed my mind. Now I want tea.",
-    "I moved the couch " + "and then we spent a very long afternoon cleaning every room in the house " + "now",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I like coffee in the morning.",
+        "Caroline went to the support group.",
+        "We talked about new ideas today.",
+        "I changed my mind. Now I want tea.",
+        "I moved the couch " + "and then we spent a very long afternoon cleaning every room in the house " + "now",
+    ],
+)
 def test_text_without_update_language_is_not_flagged(text):
     assert not has_update_language(text)
 
 
-@pytest.mark.parametrize("text", [
-    "See you on 8 May 2023.", "Born March 3rd.", "It was June.", "In May 2023 we met.", "Due 2023-05-08.",
-    "Filed 2023/5/8.", "Paid on 5/8/2023.", "Back in 1999.", "The 8th of may", "Sept. 2021 trip", "DEC 25",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "See you on 8 May 2023.",
+        "Born March 3rd.",
+        "It was June.",
+        "In May 2023 we met.",
+        "Due 2023-05-08.",
+        "Filed 2023/5/8.",
+        "Paid on 5/8/2023.",
+        "Back in 1999.",
+        "The 8th of may",
+        "Sept. 2021 trip",
+        "DEC 25",
+    ],
+)
 def test_dates_are_detected(text):
     assert has_date(text)
 
 
-@pytest.mark.parametrize("text", [
-    "You may go now.", "I have 3 cats.", "Call me at 10:30.", "Room 12345.", "The market is open.",
-    "Year 1850.", "I saw Jan at the dock.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You may go now.",
+        "I have 3 cats.",
+        "Call me at 10:30.",
+        "Room 12345.",
+        "The market is open.",
+        "Year 1850.",
+        "I saw Jan at the dock.",
+    ],
+)
 def test_text_without_a_date_is_not_flagged(text):
     assert not has_date(text)
 

@@ -1,7 +1,7 @@
 """Retrieval pipeline and receipts on both backends."""
 
 import hashlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,22 +12,37 @@ from prme_core.retrieval import pipeline as pipeline_module
 from prme_core.retrieval.reranker import TokenOverlapReranker
 from prme_core.retrieval.tokenizer import count_tokens
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 MEMORIES = [
     {"content": "Alice: I adopted a grey cat named Miso last spring", "session_id": "s1", "event_time": T0},
     {"content": "Bob: Miso sounds lovely, what does she eat?", "session_id": "s1", "event_time": T0},
     {"content": "Alice: Miso eats salmon and refuses dry food", "session_id": "s1", "event_time": T0},
-    {"content": "Alice: my sister lives in Lisbon and teaches piano", "session_id": "s2",
-     "event_time": T0 + timedelta(days=30), "node_type": "fact"},
-    {"content": "Bob: I went hiking in the Alps with my brother", "session_id": "s2", "event_time": T0 + timedelta(days=30)},
+    {
+        "content": "Alice: my sister lives in Lisbon and teaches piano",
+        "session_id": "s2",
+        "event_time": T0 + timedelta(days=30),
+        "node_type": "fact",
+    },
+    {
+        "content": "Bob: I went hiking in the Alps with my brother",
+        "session_id": "s2",
+        "event_time": T0 + timedelta(days=30),
+    },
     {"content": "Alice prefers green tea in the morning", "node_type": "preference", "salience": 0.9},
-    {"content": "Alice: I switched to a Pixel phone, the old iPhone broke", "session_id": "s3",
-     "event_time": T0 + timedelta(days=90)},
+    {
+        "content": "Alice: I switched to a Pixel phone, the old iPhone broke",
+        "session_id": "s3",
+        "event_time": T0 + timedelta(days=90),
+    },
     {"content": "Alice: my phone is an iPhone 12", "session_id": "s4", "event_time": T0 + timedelta(days=10)},
     {"content": "Project notes: the launch moved to March 2024", "scope": "project", "node_type": "decision"},
-    {"content": "Alice: we booked a trip to Kyoto for 8 May 2024", "session_id": "s5", "event_time": T0 + timedelta(days=60)},
+    {
+        "content": "Alice: we booked a trip to Kyoto for 8 May 2024",
+        "session_id": "s5",
+        "event_time": T0 + timedelta(days=60),
+    },
 ]
 
 
@@ -94,15 +109,21 @@ def test_rendered_bundle_never_exceeds_the_token_budget(loaded, budget):
 @pytest.mark.parametrize("guidance", ["off", "temporal", "all"])
 def test_packing_policy_format_and_guidance_are_recorded_and_honoured(loaded, ordering, fmt, guidance):
     response = loaded.retrieve(
-        "When did Alice book the Kyoto trip?", owner="alice", reference_time=NOW,
+        "When did Alice book the Kyoto trip?",
+        owner="alice",
+        reference_time=NOW,
         packing={"multipath_ordering": ordering, "context_format": fmt, "context_guidance_mode": guidance},
     )
     packing = response.receipt.packing
-    assert (packing.multipath_ordering, packing.context_format, packing.context_guidance_mode) == (ordering, fmt, guidance)
+    assert (packing.multipath_ordering, packing.context_format, packing.context_guidance_mode) == (
+        ordering,
+        fmt,
+        guidance,
+    )
     bundle = response.bundle
     assert (bundle.multipath_ordering, bundle.context_format, bundle.context_guidance_mode) == (ordering, fmt, guidance)
     lines = response.context.split("\n")
-    entry_lines = lines[-len(bundle.entries):]
+    entry_lines = lines[-len(bundle.entries) :]
     if fmt == "compact":
         assert all(line.startswith(f"[{i + 1}] ") for i, line in enumerate(entry_lines))
     else:
@@ -112,11 +133,13 @@ def test_packing_policy_format_and_guidance_are_recorded_and_honoured(loaded, or
     if ordering == "score":
         ranks = [e.rank for e in bundle.entries if e.rank is not None]
         priority = [e for e in bundle.entries if response.results[e.rank].node_type in ("instruction", "preference")]
-        assert ranks[len(priority):] == sorted(ranks[len(priority):])
+        assert ranks[len(priority) :] == sorted(ranks[len(priority) :])
 
 
 def test_guidance_temporal_mode_adds_nothing_for_a_non_temporal_query(loaded):
-    response = loaded.retrieve("Alice cat", owner="alice", reference_time=NOW, packing={"context_guidance_mode": "temporal"})
+    response = loaded.retrieve(
+        "Alice cat", owner="alice", reference_time=NOW, packing={"context_guidance_mode": "temporal"}
+    )
     assert response.bundle.guidance is None and response.receipt.packing.context_guidance_mode == "temporal"
 
 
@@ -160,23 +183,31 @@ def test_multipliers_under_rank_fusion_are_refused(loaded):
 def test_unity_multipliers_reproduce_the_baseline_bit_for_bit(loaded):
     base = loaded.retrieve("Alice phone Pixel", owner="alice", reference_time=NOW)
     unity = loaded.retrieve("Alice phone Pixel", owner="alice", reference_time=NOW, ranking_multipliers={})
-    assert [(c.node_id, c.score) for c in unity.receipt.candidates] == [(c.node_id, c.score) for c in base.receipt.candidates]
+    assert [(c.node_id, c.score) for c in unity.receipt.candidates] == [
+        (c.node_id, c.score) for c in base.receipt.candidates
+    ]
     assert unity.receipt.weight_sets == base.receipt.weight_sets
     assert unity.context == base.context
     assert unity.metadata.ranking_profile_status == "request_override"
 
 
 def test_multipliers_adjust_applied_weights_renormalized_and_still_replay(loaded):
-    response = loaded.retrieve("Alice phone Pixel", owner="alice", reference_time=NOW,
-                               ranking_multipliers={"lexical": 4.0, "semantic": 0.25})
+    response = loaded.retrieve(
+        "Alice phone Pixel", owner="alice", reference_time=NOW, ranking_multipliers={"lexical": 4.0, "semantic": 0.25}
+    )
     applied = response.receipt.weight_sets[0]
     base = response.receipt.scoring
     assert applied.lexical / applied.semantic == pytest.approx(16 * base.lexical / base.semantic)
     assert sum(applied.vector()) == pytest.approx(1.0, abs=1e-9)
     assert response.receipt.execution.parameters["ranking_multipliers"]["lexical"] == 4.0
     response.receipt.validate()
-    zero = loaded.retrieve("Alice phone", owner="alice", reference_time=NOW,
-                           scoring={"graph": 0.0, "confidence": 0.35}, ranking_multipliers={"graph": 4.0})
+    zero = loaded.retrieve(
+        "Alice phone",
+        owner="alice",
+        reference_time=NOW,
+        scoring={"graph": 0.0, "confidence": 0.35},
+        ranking_multipliers={"graph": 4.0},
+    )
     assert zero.receipt.weight_sets[0].graph == 0.0
 
 
@@ -213,8 +244,9 @@ def test_a_logging_failure_still_returns_results_with_receipt_persisted_false(lo
 def test_scope_filter_excludes_other_scopes_and_cross_scope_hints_are_marked(loaded):
     personal = loaded.retrieve("launch moved March", owner="alice", scopes=["personal"], reference_time=NOW)
     assert all(r.scope == "personal" for r in personal.results)
-    hinted = loaded.retrieve("launch moved March", owner="alice", scopes=["personal"], reference_time=NOW,
-                             include_cross_scope=True)
+    hinted = loaded.retrieve(
+        "launch moved March", owner="alice", scopes=["personal"], reference_time=NOW, include_cross_scope=True
+    )
     project = [r for r in hinted.results if r.scope == "project"]
     assert project and all(r.cross_scope for r in project)
     assert hinted.receipt.scopes == ("personal",)
@@ -227,20 +259,29 @@ def test_owners_never_see_each_others_memories(loaded):
 
 
 def test_event_time_bounds_filter_candidates(loaded):
-    response = loaded.retrieve("Alice phone cat trip", owner="alice", reference_time=NOW,
-                               event_time_from=T0 + timedelta(days=50), event_time_to=T0 + timedelta(days=100))
+    response = loaded.retrieve(
+        "Alice phone cat trip",
+        owner="alice",
+        reference_time=NOW,
+        event_time_from=T0 + timedelta(days=50),
+        event_time_to=T0 + timedelta(days=100),
+    )
     assert response.results
     assert all(T0 + timedelta(days=50) <= r.event_time <= T0 + timedelta(days=100) for r in response.results)
     assert response.receipt.execution.parameters["event_time_from"] == "2024-02-20T00:00:00Z"
 
 
 def test_validity_window_filters_candidates(client):
-    client.store_batch("alice", [
-        {"content": "Alice works at Acme", "valid_from": T0, "valid_to": T0 + timedelta(days=100)},
-        {"content": "Alice works at Globex", "valid_from": T0 + timedelta(days=100)},
-    ])
-    later = client.retrieve("where does Alice work", owner="alice", reference_time=NOW,
-                            time_from=T0 + timedelta(days=150), time_to=NOW)
+    client.store_batch(
+        "alice",
+        [
+            {"content": "Alice works at Acme", "valid_from": T0, "valid_to": T0 + timedelta(days=100)},
+            {"content": "Alice works at Globex", "valid_from": T0 + timedelta(days=100)},
+        ],
+    )
+    later = client.retrieve(
+        "where does Alice work", owner="alice", reference_time=NOW, time_from=T0 + timedelta(days=150), time_to=NOW
+    )
     assert [r.content for r in later.results] == ["Alice works at Globex"]
     assert later.receipt.time_from == T0 + timedelta(days=150)
 
@@ -256,8 +297,9 @@ def test_current_state_query_redistributes_recency_within_the_available_weight(l
 
 def test_current_update_is_recorded_as_an_explicit_operation_and_replays(loaded):
     response = loaded.retrieve("What phone does Alice use now?", owner="alice", reference_time=NOW)
-    updated = [c for c in response.receipt.candidates
-               if any(a.kind == "current_update" for a in c.provenance.adjustments)]
+    updated = [
+        c for c in response.receipt.candidates if any(a.kind == "current_update" for a in c.provenance.adjustments)
+    ]
     assert updated, "the newest candidate with update wording gets the current-update operation"
     assert all(1.0 < a.coefficient <= 2.0 for c in updated for a in c.provenance.adjustments)
     response.receipt.validate()
@@ -265,8 +307,11 @@ def test_current_update_is_recorded_as_an_explicit_operation_and_replays(loaded)
 
 def test_session_neighbours_inherit_a_recorded_decay_and_replay(loaded):
     response = loaded.retrieve("adopted grey cat", owner="alice", reference_time=NOW)
-    inherited = [c for c in response.receipt.candidates
-                 if c.provenance.adjustments and c.provenance.adjustments[-1].kind == "session_decay"]
+    inherited = [
+        c
+        for c in response.receipt.candidates
+        if c.provenance.adjustments and c.provenance.adjustments[-1].kind == "session_decay"
+    ]
     assert inherited and response.receipt.ranking_policy == "score_id"
     for c in inherited:
         assert c.provenance.base_node_id != c.node_id and c.provenance.adjustments[-1].coefficient == 0.85
@@ -274,8 +319,9 @@ def test_session_neighbours_inherit_a_recorded_decay_and_replay(loaded):
 
 
 def test_episode_routing_records_episode_decay_and_replays(loaded):
-    response = loaded.retrieve("Miso food", owner="alice", reference_time=NOW,
-                               packing={"episode_context_top_k": 2, "session_context_top_k": 0})
+    response = loaded.retrieve(
+        "Miso food", owner="alice", reference_time=NOW, packing={"episode_context_top_k": 2, "session_context_top_k": 0}
+    )
     assert response.receipt.packing.episode_context_top_k == 2
     kinds = {a.kind for c in response.receipt.candidates for a in c.provenance.adjustments}
     assert "episode_decay" in kinds
@@ -285,8 +331,9 @@ def test_episode_routing_records_episode_decay_and_replays(loaded):
 def test_reranker_blend_is_recorded_in_order_and_replays(store_url):
     with MemoryClient(store_url, reranker=TokenOverlapReranker()) as client:
         client.store_batch("alice", MEMORIES)
-        response = client.retrieve("Miso salmon food", owner="alice", reference_time=NOW,
-                                   packing={"session_context_top_k": 0})
+        response = client.retrieve(
+            "Miso salmon food", owner="alice", reference_time=NOW, packing={"session_context_top_k": 0}
+        )
         receipt = response.receipt
         assert receipt.ranking_policy == "reranked_prefix"
         blended = [c for c in receipt.candidates if c.reranker_score is not None]

@@ -67,8 +67,7 @@ def test_hashed_embedding_is_an_embedding_provider_with_a_recorded_identity():
     embedder = HashedEmbedding(dimension=64)
     assert isinstance(embedder, EmbeddingProvider)
     assert embedder.dimension == 64
-    assert embedder.identity() == {"provider": "prme.hashed", "model": "hashed-ngrams", "version": "1",
-                                   "dimension": 64}
+    assert embedder.identity() == {"provider": "prme.hashed", "model": "hashed-ngrams", "version": "1", "dimension": 64}
 
 
 def test_hashed_embedding_shapes_and_dtype():
@@ -96,8 +95,9 @@ def _expected_vector(features: dict[str, int], dimension: int) -> np.ndarray:
 
 def test_hashed_features_are_prefixed_tokens_bigrams_and_padded_trigrams():
     features = {"u:support": 2, "u:group": 2, "b:support group": 1}
-    features |= {f"c:{t}": 1 for t in ("<su", "sup", "upp", "ppo", "por", "ort", "rt>",
-                                       "<gr", "gro", "rou", "oup", "up>")}
+    features |= {
+        f"c:{t}": 1 for t in ("<su", "sup", "upp", "ppo", "por", "ort", "rt>", "<gr", "gro", "rou", "oup", "up>")
+    }
     vector = HashedEmbedding(dimension=1000).embed_query("The support, group!")
     assert vector.tobytes() == _expected_vector(features, 1000).tobytes()
 
@@ -115,13 +115,21 @@ def test_hashed_embedding_is_identical_across_calls_and_batch_positions():
 
 
 def test_hashed_embedding_is_identical_across_processes_with_different_hash_seeds():
-    script = ("import hashlib, sys; from prme_core.retrieval.embedding import HashedEmbedding; "
-              "texts = sys.stdin.read().split('\\n'); "
-              "print(hashlib.sha256(HashedEmbedding().embed_documents(texts).tobytes()).hexdigest())")
+    script = (
+        "import hashlib, sys; from prme_core.retrieval.embedding import HashedEmbedding; "
+        "texts = sys.stdin.read().split('\\n'); "
+        "print(hashlib.sha256(HashedEmbedding().embed_documents(texts).tobytes()).hexdigest())"
+    )
     digests = set()
     for seed in ("1", "4242"):
-        out = subprocess.run([sys.executable, "-c", script], input="\n".join(TEXTS), capture_output=True,
-                             text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed})
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            input="\n".join(TEXTS),
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
         digests.add(out.stdout.strip())
     assert digests == {_embedding_digest(TEXTS)}
 

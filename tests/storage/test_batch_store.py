@@ -24,8 +24,10 @@ def _batch(shape: str) -> list[dict]:
     """More rows than one chunk holds ("rows"), or more text than one chunk holds ("text")."""
     if shape == "rows":
         return [{"content": f"memory {i} about tea", "id": UUID(int=i + 1)} for i in range(ROWS_PER_CHUNK + 501)]
-    return [{"content": f"{i:08d}" + "x" * (MAX_CONTENT_BYTES - 8), "id": UUID(int=i + 1)}
-            for i in range(CONTENTS_PER_CHUNK + 20)]
+    return [
+        {"content": f"{i:08d}" + "x" * (MAX_CONTENT_BYTES - 8), "id": UUID(int=i + 1)}
+        for i in range(CONTENTS_PER_CHUNK + 20)
+    ]
 
 
 def _versions(client: MemoryClient, owner: str) -> int:

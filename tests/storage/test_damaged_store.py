@@ -34,18 +34,23 @@ T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 def _items(count: int, start: int = 0) -> list[dict]:
     rng = random.Random(start)
-    return [{
-        "id": UUID(int=start + i + 1),
-        "content": f"memory {start + i}: " + " ".join(rng.choice(WORDS) for _ in range(10 + (i % 7) * 250)),
-        "session_id": f"s{(start + i) // 10}",
-        "event_time": T0,
-    } for i in range(count)]
+    return [
+        {
+            "id": UUID(int=start + i + 1),
+            "content": f"memory {start + i}: " + " ".join(rng.choice(WORDS) for _ in range(10 + (i % 7) * 250)),
+            "session_id": f"s{(start + i) // 10}",
+            "event_time": T0,
+        }
+        for i in range(count)
+    ]
 
 
 def _read(client: MemoryClient) -> dict:
     """Everything a reader sees: every node (all versions' current rows) and a retrieval."""
-    nodes = [(str(n.id), n.version, n.content, n.content_hash, n.lifecycle.value)
-             for n in client.iterate("alice", include_inactive=True)]
+    nodes = [
+        (str(n.id), n.version, n.content, n.content_hash, n.lifecycle.value)
+        for n in client.iterate("alice", include_inactive=True)
+    ]
     found = client.retrieve("tea in lisbon with the cats", owner="alice", limit=10, reference_time=T0)
     return {"nodes": nodes, "retrieved": [(str(r.node_id), r.score) for r in found.results]}
 
@@ -99,6 +104,7 @@ def _overwrite(offset: int, data: bytes) -> Damage:
         with open(path, "r+b") as fh:
             fh.seek(offset)
             fh.write(data)
+
     return damage
 
 
@@ -116,6 +122,7 @@ def _swap_blocks(i: int, j: int, both: bool = True) -> Damage:
         if both:
             data[a] = block_b
         path.write_bytes(bytes(data))
+
     return damage
 
 
@@ -137,8 +144,10 @@ FILE_DAMAGE: dict[str, Damage] = {
     "first_database_header_overwritten": _overwrite(HEADER, _garbage(1, 64)),
     "second_database_header_overwritten": _overwrite(2 * HEADER, _garbage(2, 64)),
     "first_block_checksum_overwritten": _overwrite(FIRST_BLOCK, b"\x00\x01\x02\x03"),
-    **{f"block_{k}_body_overwritten": _overwrite(FIRST_BLOCK + k * BLOCK + 5000, _garbage(10 + k, 64))
-       for k in range(5)},
+    **{
+        f"block_{k}_body_overwritten": _overwrite(FIRST_BLOCK + k * BLOCK + 5000, _garbage(10 + k, 64))
+        for k in range(5)
+    },
     "blocks_0_and_1_swapped": _swap_blocks(0, 1),
     "blocks_1_and_2_swapped": _swap_blocks(1, 2),
     "block_1_copied_over_block_2": _swap_blocks(1, 2, both=False),
@@ -202,9 +211,13 @@ def test_an_intact_wal_is_replayed(with_wal, tmp_path):
     assert _read_store(path) == expected
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DuckDB skips a write-ahead log whose header it cannot match (and replays a truncated one up "
-    "to the cut) without an error, so the committed writes in it disappear; PRME cannot yet tell"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "DuckDB skips a write-ahead log whose header it cannot match (and replays a truncated one up "
+        "to the cut) without an error, so the committed writes in it disappear; PRME cannot yet tell"
+    ),
+)
 @pytest.mark.parametrize("damage", ["header_zeroed", "cut_inside_header"])
 def test_a_wal_whose_header_duckdb_cannot_match_loses_its_writes_silently(damage, with_wal, tmp_path):
     source, expected = with_wal
@@ -246,8 +259,15 @@ def test_a_file_locked_by_another_process_is_reported_locked_not_damaged(pristin
     path = tmp_path / "prme.duckdb"
     shutil.copy(pristine[0], path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(path)!r}); print('held', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, sys; c = duckdb.connect({str(path)!r}); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreUnavailable, match="Another process holds it") as raised:
@@ -264,7 +284,9 @@ def test_a_path_that_is_not_a_file_is_unavailable_not_damaged(tmp_path):
     assert not isinstance(raised.value, StoreDamaged)
 
 
-@pytest.mark.parametrize("sql", ["SELECT CAST('corrupt' AS INTEGER)", "SELECT corrupt_stored_checksum FROM memory_nodes"])
+@pytest.mark.parametrize(
+    "sql", ["SELECT CAST('corrupt' AS INTEGER)", "SELECT corrupt_stored_checksum FROM memory_nodes"]
+)
 def test_an_error_about_the_statement_is_not_reported_as_damage(sql, tmp_path):
     with MemoryClient(f"duckdb:///{tmp_path / 'prme.duckdb'}") as client:
         with pytest.raises(duckdb.Error) as raised, client.store.transaction() as tx:
