@@ -12,9 +12,8 @@ import dagster as dg
 
 from prme_assets.metadata import markdown_table
 from prme_assets.outcome import refusal
-from prme_assets.partitions import LEARNING_TARGETS
-from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
-from prme_assets.snapshot import GROUP
+from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.stage import stage_asset
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, holdout_stage
 from prme_core.learning.verdicts import offline_gate_verdict
@@ -29,13 +28,7 @@ class HoldoutRunConfig(dg.Config):
     max_regression_fraction: float | None = None
 
 
-@dg.asset(
-    partitions_def=LEARNING_TARGETS,
-    group_name=GROUP,
-    kinds={"python"},
-    io_manager_key="evidence_io",
-    pool=STORE_POOL,
-    code_version="1",
+@stage_asset(
     output_required=False,
     description="Each registered holdout query retrieved twice over frozen memory — what serves now "
     "(active profile or unity) and the proposal — judged on complete relevant sets. "

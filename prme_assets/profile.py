@@ -10,22 +10,15 @@ from collections.abc import Iterator
 import dagster as dg
 
 from prme_assets.outcome import record_outcome, refusal
-from prme_assets.partitions import LEARNING_TARGETS
-from prme_assets.resources import STORE_POOL, PrmeStoreResource
-from prme_assets.snapshot import GROUP
+from prme_assets.resources import PrmeStoreResource
+from prme_assets.stage import stage_asset
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, candidate_profile_id
 from prme_core.learning.verdicts import holdout_gate_verdict, holdout_memory_verdict, offline_gate_verdict
 from prme_core.profiles.model import RankingProfile
 
 
-@dg.asset(
-    partitions_def=LEARNING_TARGETS,
-    group_name=GROUP,
-    kinds={"python"},
-    io_manager_key="evidence_io",
-    pool=STORE_POOL,
-    code_version="1",
+@stage_asset(
     output_required=False,
     description="An immutable ranking profile created from the two passing reports (its id derives from "
     "them, so re-materializing creates no duplicate). Creating it activates nothing. Not "

@@ -10,9 +10,9 @@ import dagster as dg
 
 from prme_assets.metadata import proposal_query_table
 from prme_assets.outcome import refusal
-from prme_assets.partitions import LEARNING_TARGETS, decode_target
-from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
-from prme_assets.snapshot import GROUP
+from prme_assets.partitions import decode_target
+from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.stage import stage_asset
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
@@ -20,13 +20,7 @@ from prme_core.learning.stages import SplitSummary
 from prme_core.learning.verdicts import coverage_verdict, replay_verdict
 
 
-@dg.asset(
-    partitions_def=LEARNING_TARGETS,
-    group_name=GROUP,
-    kinds={"python"},
-    io_manager_key="evidence_io",
-    pool=STORE_POOL,
-    code_version="1",
+@stage_asset(
     output_required=False,
     description="Six bounded weight multipliers fitted on training groups by pairwise logistic loss "
     "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap. "

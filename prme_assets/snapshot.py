@@ -2,21 +2,14 @@
 
 import dagster as dg
 
-from prme_assets.partitions import LEARNING_TARGETS, decode_target
-from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
+from prme_assets.partitions import decode_target
+from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.stage import stage_asset
 from prme_core.learning.discovery import feedback_fingerprint
 from prme_core.learning.snapshot import SnapshotManifest
 
-GROUP = "prme_learning"
 
-
-@dg.asset(
-    partitions_def=LEARNING_TARGETS,
-    group_name=GROUP,
-    kinds={"python"},
-    io_manager_key="evidence_io",
-    pool=STORE_POOL,
-    code_version="1",
+@stage_asset(
     description="One bounded cut of the owner's relevance records with their verified receipts "
     "(fails past max_records, never truncates). Its data version is the snapshot checksum.",
 )

@@ -3,20 +3,14 @@
 import dagster as dg
 
 from prme_assets.metadata import markdown_table
-from prme_assets.partitions import LEARNING_TARGETS, decode_target
-from prme_assets.resources import STORE_POOL, LearningPolicyResource, PrmeStoreResource
-from prme_assets.snapshot import GROUP
+from prme_assets.partitions import decode_target
+from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.stage import stage_asset
 from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary, split_stage
 
 
-@dg.asset(
-    partitions_def=LEARNING_TARGETS,
-    group_name=GROUP,
-    kinds={"python"},
-    io_manager_key="evidence_io",
-    pool=STORE_POOL,
-    code_version="1",
+@stage_asset(
     description="Normalized query groups assigned to train or validation by a fixed hash (adding feedback "
     "never moves a group), with the label exclusions and the unity replay check.",
 )

@@ -43,6 +43,40 @@ def holdout_question(topic: str) -> str:
 
 LAB_OWNER, LAB_SCOPES = "alice", ("personal",)
 
+SUBJECTS = (
+    "cat",
+    "dog",
+    "garden",
+    "piano",
+    "kyoto",
+    "salmon",
+    "bicycle",
+    "tea",
+    "chess",
+    "violin",
+    "marathon",
+    "python",
+    "coffee",
+    "sailing",
+    "camera",
+    "novel",
+    "yoga",
+    "pottery",
+    "tennis",
+    "baking",
+    "lantern",
+    "glacier",
+    "harbor",
+    "meteor",
+    "canoe",
+    "tulip",
+    "falcon",
+    "quartz",
+    "saddle",
+    "oboe",
+)
+"""Distinct one-word subjects for small hand-built corpora (holdout, full-retrieval and profile tests)."""
+
 
 def build_lab(
     client: MemoryClient,

@@ -30,44 +30,14 @@ from prme_core.receipts.model import RetrievalExecution, RetrievalReceipt
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.multipliers import UNITY
 from prme_core.retrieval.text import normalize_query
+from tests.learning_lab import SUBJECTS
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = list(DEFAULT_SCOPES)
 CANDIDATE = {"lexical": 4.0}
 PROPOSAL = sha256_hex("proposal inputs")
 MEMORY = sha256_hex("memory artifact")
-TOPICS = [
-    "cat",
-    "dog",
-    "garden",
-    "piano",
-    "kyoto",
-    "salmon",
-    "bicycle",
-    "tea",
-    "chess",
-    "violin",
-    "marathon",
-    "python",
-    "coffee",
-    "sailing",
-    "camera",
-    "novel",
-    "yoga",
-    "pottery",
-    "tennis",
-    "baking",
-    "lantern",
-    "glacier",
-    "harbor",
-    "meteor",
-    "canoe",
-    "tulip",
-    "falcon",
-    "quartz",
-    "saddle",
-    "oboe",
-]
+TOPICS = list(SUBJECTS)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "receipts"
 
 

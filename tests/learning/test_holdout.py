@@ -25,33 +25,13 @@ from prme_core.learning.holdout import (
 from prme_core.learning.split import query_digest
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import UNITY
+from tests.learning_lab import SUBJECTS
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = ["agent", "organization", "personal", "project"]
 CANDIDATE = {"lexical": 4.0}
 PROPOSAL = "ab" * 32
-TOPICS = [
-    "cat",
-    "dog",
-    "garden",
-    "piano",
-    "kyoto",
-    "salmon",
-    "bicycle",
-    "tea",
-    "chess",
-    "violin",
-    "marathon",
-    "python",
-    "coffee",
-    "sailing",
-    "camera",
-    "novel",
-    "yoga",
-    "pottery",
-    "tennis",
-    "baking",
-]
+TOPICS = list(SUBJECTS[:20])
 
 
 def _memories(client: MemoryClient) -> dict[str, uuid.UUID]:

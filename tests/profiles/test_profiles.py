@@ -28,7 +28,7 @@ from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
 from prme_core.retrieval.multipliers import UNITY
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
-from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, build_lab, holdout_question
+from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, SUBJECTS, build_lab, holdout_question
 
 OWNER, SCOPES = "alice", ["personal"]
 
@@ -44,26 +44,7 @@ def _forced_holdout(client, proposal, baseline):
     """A holdout where the candidate arm wins by construction (relevant := its top result where
     the arms differ): for testing profile chains, not retrieval quality."""
     receipts, trials = {}, []
-    for topic in (
-        "cat",
-        "dog",
-        "garden",
-        "piano",
-        "kyoto",
-        "salmon",
-        "bicycle",
-        "tea",
-        "chess",
-        "violin",
-        "marathon",
-        "python",
-        "coffee",
-        "sailing",
-        "camera",
-        "novel",
-        "yoga",
-        "pottery",
-    ):
+    for topic in SUBJECTS[:18]:
         arms = []
         for multipliers in (baseline, proposal.multipliers):
             r = client.retrieve(
