@@ -43,7 +43,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,11 @@ LIMIT = 20
 """Results per retrieval, as in the learning benchmark's holdout (NDCG@10 reads the first 10)."""
 K1_GRID = (0.3, 0.5, 0.7, 0.9, 1.2, 1.5)
 B_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.75)
-INTERACTION_GRID = {"term_coverage": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5), "entity_match": (0.0, 0.1, 0.2),
-                    "bigram_overlap": (0.0, 0.1, 0.2)}
+INTERACTION_GRID = {
+    "term_coverage": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    "entity_match": (0.0, 0.1, 0.2),
+    "bigram_overlap": (0.0, 0.1, 0.2),
+}
 REFERENCE_BM25 = Bm25Parameters(k1=1.5, b=0.75)
 """The BM25 defaults before this tuning (the reference arm of the holdout comparison)."""
 TIE_MARGIN = 0.002
@@ -93,7 +96,8 @@ def _say(message: str) -> None:
 
 @dataclass(frozen=True)
 class Config:
-    """One configuration: BM25 parameters and the interaction weights (missing weights are 0)."""
+    """One configuration: BM25 parameters and interaction weights (an unlisted weight keeps the engine's default;
+    the benchmark lists every one)."""
 
     k1: float
     b: float
@@ -113,7 +117,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Owner:
-    """One conversation's questions by side, with their query groups."""
+    """One conversation (owner) and its feedback and holdout questions."""
 
     conversation: Conversation
     feedback: tuple[Question, ...]
@@ -141,13 +145,20 @@ class Evaluator:
         self.retrievals = 0
 
     def client(self, config: Config) -> MemoryClient:
-        settings = EngineSettings.model_validate({**self.base.model_dump(), "bm25": config.bm25.model_dump(),
-                                                  "scoring": scoring_for(config, self.base.scoring).model_dump()})
+        settings = EngineSettings.model_validate(
+            {
+                **self.base.model_dump(),
+                "bm25": config.bm25.model_dump(),
+                "scoring": scoring_for(config, self.base.scoring).model_dump(),
+            }
+        )
         client = MemoryClient(settings=settings, store=self.store, embedder=self.embedder)
         recorded = client.pipeline.features["lexical"]
         if (recorded["k1"], recorded["b"]) != (config.k1, config.b):
-            raise RuntimeError(f"the pipeline records k1 {recorded['k1']}, b {recorded['b']} instead of "
-                               f"{config.label()}: it does not read EngineSettings.bm25")
+            raise RuntimeError(
+                f"the pipeline records k1 {recorded['k1']}, b {recorded['b']} instead of "
+                f"{config.label()}: it does not read EngineSettings.bm25"
+            )
         return client
 
     def per_group(self, config: Config, side: str) -> dict[tuple[str, str], tuple[float, float, int]]:
@@ -160,23 +171,31 @@ class Evaluator:
             clock = conversation_clock(conv)
             for question in getattr(owner, side):
                 relevant = set(conv.resolve(question)[0])
-                response = client.retrieve(question.question, owner=conv.sample_id, scopes=[LOCOMO_SCOPE],
-                                           reference_time=clock, limit=LIMIT)
+                response = client.retrieve(
+                    question.question, owner=conv.sample_id, scopes=[LOCOMO_SCOPE], reference_time=clock, limit=LIMIT
+                )
                 self.retrievals += 1
                 flags = [r.node_id in relevant for r in response.results]
                 key = (conv.sample_id, group_id(normalize_query(question.question)))
-                out.setdefault(key, []).append((ndcg_at_k(flags, len(relevant), K),
-                                                recall_at_k(flags, len(relevant), K)))
+                out.setdefault(key, []).append(
+                    (ndcg_at_k(flags, len(relevant), K), recall_at_k(flags, len(relevant), K))
+                )
                 category.setdefault(key, question.category)
-        return {key: (float(np.mean([v[0] for v in values])), float(np.mean([v[1] for v in values])), category[key])
-                for key, values in sorted(out.items())}
+        return {
+            key: (float(np.mean([v[0] for v in values])), float(np.mean([v[1] for v in values])), category[key])
+            for key, values in sorted(out.items())
+        }
 
 
 def summary(groups: dict[tuple[str, str], tuple[float, float, int]]) -> dict[str, Any]:
     """Pooled and per-owner group-macro NDCG@10 and recall@10."""
+
     def means(keys: list[tuple[str, str]]) -> dict[str, Any]:
-        return {"groups": len(keys), "ndcg": float(np.mean([groups[k][0] for k in keys])),
-                "recall": float(np.mean([groups[k][1] for k in keys]))}
+        return {
+            "groups": len(keys),
+            "ndcg": float(np.mean([groups[k][0] for k in keys])),
+            "recall": float(np.mean([groups[k][1] for k in keys])),
+        }
 
     keys = list(groups)
     owners = sorted({k[0] for k in keys})
@@ -204,8 +223,10 @@ def grid_stage(evaluator: Evaluator, configs: list[Config], stage: str) -> list[
         started = time.perf_counter()
         result = summary(evaluator.per_group(config, "feedback"))
         rows.append({"config": config, "feedback": result})
-        _say(f"  {stage} [{i}/{len(configs)}] {config.label()}: feedback NDCG@10 {result['pooled']['ndcg']:.4f}, "
-             f"recall@10 {result['pooled']['recall']:.4f} ({time.perf_counter() - started:.1f} s)")
+        _say(
+            f"  {stage} [{i}/{len(configs)}] {config.label()}: feedback NDCG@10 {result['pooled']['ndcg']:.4f}, "
+            f"recall@10 {result['pooled']['recall']:.4f} ({time.perf_counter() - started:.1f} s)"
+        )
     return rows
 
 
@@ -216,20 +237,28 @@ def compare(reference: dict, candidate: dict) -> dict[str, Any]:
     def block(selected: list[tuple[str, str]]) -> dict[str, Any]:
         diff = np.array([candidate[k][0] - reference[k][0] for k in selected])
         low, high = bootstrap_interval(diff, samples=BOOTSTRAP_SAMPLES, seed=BOOTSTRAP_SEED)
-        return {"groups": len(selected),
-                "reference_ndcg": float(np.mean([reference[k][0] for k in selected])),
-                "candidate_ndcg": float(np.mean([candidate[k][0] for k in selected])),
-                "reference_recall": float(np.mean([reference[k][1] for k in selected])),
-                "candidate_recall": float(np.mean([candidate[k][1] for k in selected])),
-                "ndcg_gain": float(diff.mean()), "interval": [low, high],
-                "improved": int(np.sum(diff > 1e-12)), "regressed": int(np.sum(diff < -1e-12)),
-                "worse_beyond_interval": bool(high < 0.0)}
+        return {
+            "groups": len(selected),
+            "reference_ndcg": float(np.mean([reference[k][0] for k in selected])),
+            "candidate_ndcg": float(np.mean([candidate[k][0] for k in selected])),
+            "reference_recall": float(np.mean([reference[k][1] for k in selected])),
+            "candidate_recall": float(np.mean([candidate[k][1] for k in selected])),
+            "ndcg_gain": float(diff.mean()),
+            "interval": [low, high],
+            "improved": int(np.sum(diff > 1e-12)),
+            "regressed": int(np.sum(diff < -1e-12)),
+            "worse_beyond_interval": bool(high < 0.0),
+        }
 
     owners = sorted({k[0] for k in keys})
     categories = sorted({reference[k][2] for k in keys})
-    return {"pooled": block(keys), "owners": {o: block([k for k in keys if k[0] == o]) for o in owners},
-            "categories": {f"{c} {CATEGORIES.get(c, '?')}": block([k for k in keys if reference[k][2] == c])
-                           for c in categories}}
+    return {
+        "pooled": block(keys),
+        "owners": {o: block([k for k in keys if k[0] == o]) for o in owners},
+        "categories": {
+            f"{c} {CATEGORIES.get(c, '?')}": block([k for k in keys if reference[k][2] == c]) for c in categories
+        },
+    }
 
 
 def parse_grid(text: str | None, default: tuple[float, ...], name: str) -> tuple[float, ...]:
@@ -261,8 +290,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     for conv in conversations:
         split = split_questions(conv)
         owners.append(Owner(conv, split.feedback, split.holdout))
-    _say(f"LoCoMo tuning: {len(owners)} owners from {path}, embedding {options.embedding}; "
-         f"{sum(len(o.feedback) for o in owners)} feedback / {sum(len(o.holdout) for o in owners)} holdout questions")
+    _say(
+        f"LoCoMo tuning: {len(owners)} owners from {path}, embedding {options.embedding}; "
+        f"{sum(len(o.feedback) for o in owners)} feedback / {sum(len(o.holdout) for o in owners)} holdout questions"
+    )
     with tempfile.TemporaryDirectory(prefix="prme-tuning-") as tmp:
         store = open_store(f"duckdb:///{Path(tmp) / 'tuning.duckdb'}")
         try:
@@ -274,22 +305,33 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         finally:
             store.close()
     report.update(
-        created_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        data={"name": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-              "conversations": [o.name for o in owners],
-              "feedback_questions": {o.name: len(o.feedback) for o in owners},
-              "holdout_questions": {o.name: len(o.holdout) for o in owners},
-              "source": "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0"},
+        created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        data={
+            "name": path.name,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "conversations": [o.name for o in owners],
+            "feedback_questions": {o.name: len(o.feedback) for o in owners},
+            "holdout_questions": {o.name: len(o.holdout) for o in owners},
+            "source": "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0",
+        },
         embedding={"name": options.embedding, "identity": embedder.identity()},
-        retrievals=evaluator.retrievals, seconds_total=time.perf_counter() - started)
+        retrievals=evaluator.retrievals,
+        seconds_total=time.perf_counter() - started,
+    )
     out = COMMITTED_OUT if options.update_results else Path(options.out) if options.out else SCRATCH_OUT
     for written in write(report, out):
         _say(f"wrote {written}")
     return report
 
 
-def _tune(evaluator: Evaluator, k1_grid: tuple[float, ...], b_grid: tuple[float, ...], fields: tuple[str, ...], *,
-          stage2: bool) -> dict[str, Any]:
+def _tune(
+    evaluator: Evaluator,
+    k1_grid: tuple[float, ...],
+    b_grid: tuple[float, ...],
+    fields: tuple[str, ...],
+    *,
+    stage2: bool,
+) -> dict[str, Any]:
     """Stage 1, stage 2, then the holdout once. Interaction weights are always explicit (0 unless
     varied), so the engine's current defaults never leak into a configuration."""
     zero = tuple((name, 0.0) for name in fields)
@@ -300,8 +342,9 @@ def _tune(evaluator: Evaluator, k1_grid: tuple[float, ...], b_grid: tuple[float,
     chosen = chosen_bm25
     if fields and stage2:
         grids = [INTERACTION_GRID[name] for name in fields]
-        configs = [Config(chosen_bm25.k1, chosen_bm25.b, tuple(zip(fields, values)))
-                   for values in itertools.product(*grids)]
+        configs = [
+            Config(chosen_bm25.k1, chosen_bm25.b, tuple(zip(fields, values))) for values in itertools.product(*grids)
+        ]
         rows2 = grid_stage(evaluator, configs, "interaction")
         chosen = choose(rows2, weight_simplicity)["config"]
         _say(f"  chosen: {chosen.label()}")
@@ -309,8 +352,10 @@ def _tune(evaluator: Evaluator, k1_grid: tuple[float, ...], b_grid: tuple[float,
         _say("  stage 2 skipped (--bm25-only, or ScoringWeights has no interaction weights)")
     reference = Config(REFERENCE_BM25.k1, REFERENCE_BM25.b, zero)
     _say("  holdout (once): reference, chosen BM25 alone, chosen …")
-    arms = {"reference": evaluator.per_group(reference, "holdout"),
-            "chosen_bm25_only": evaluator.per_group(chosen_bm25, "holdout")}
+    arms = {
+        "reference": evaluator.per_group(reference, "holdout"),
+        "chosen_bm25_only": evaluator.per_group(chosen_bm25, "holdout"),
+    }
     arms["chosen"] = arms["chosen_bm25_only"] if chosen == chosen_bm25 else evaluator.per_group(chosen, "holdout")
     feedback_reference = next((r["feedback"] for r in stage1 if r["config"] == reference), None)
     if feedback_reference is None:
@@ -322,20 +367,30 @@ def _tune(evaluator: Evaluator, k1_grid: tuple[float, ...], b_grid: tuple[float,
     feedback_chosen = next(r["feedback"] for r in (rows2 or stage1) if r["config"] == chosen)
     return {
         "schema": "prme-locomo-tuning-v1",
-        "method": {"k": K, "limit": LIMIT, "tie_margin": TIE_MARGIN, "k1_grid": list(k1_grid), "b_grid": list(b_grid),
-                   "interaction_grid": {name: list(INTERACTION_GRID[name]) for name in fields} if rows2 else {},
-                   "reference": reference.as_dict(),
-                   "bootstrap": {"algorithm": BOOTSTRAP_ALGORITHM, "samples": BOOTSTRAP_SAMPLES,
-                                 "seed": BOOTSTRAP_SEED}},
-        "bm25_grid": [row(r) for r in stage1], "interaction_grid": [row(r) for r in rows2],
-        "chosen_bm25": chosen_bm25.as_dict(), "chosen": chosen.as_dict(),
+        "method": {
+            "k": K,
+            "limit": LIMIT,
+            "tie_margin": TIE_MARGIN,
+            "k1_grid": list(k1_grid),
+            "b_grid": list(b_grid),
+            "interaction_grid": {name: list(INTERACTION_GRID[name]) for name in fields} if rows2 else {},
+            "reference": reference.as_dict(),
+            "bootstrap": {"algorithm": BOOTSTRAP_ALGORITHM, "samples": BOOTSTRAP_SAMPLES, "seed": BOOTSTRAP_SEED},
+        },
+        "bm25_grid": [row(r) for r in stage1],
+        "interaction_grid": [row(r) for r in rows2],
+        "chosen_bm25": chosen_bm25.as_dict(),
+        "chosen": chosen.as_dict(),
         "feedback": {"reference": feedback_reference, "chosen": feedback_chosen},
-        "holdout": {"chosen": compare(arms["reference"], arms["chosen"]),
-                    "chosen_bm25_only": compare(arms["reference"], arms["chosen_bm25_only"])},
+        "holdout": {
+            "chosen": compare(arms["reference"], arms["chosen"]),
+            "chosen_bm25_only": compare(arms["reference"], arms["chosen_bm25_only"]),
+        },
     }
 
 
 # --- output -------------------------------------------------------------------------------------
+
 
 def write(report: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
@@ -351,19 +406,36 @@ def _interval(block: dict[str, Any]) -> str:
 
 
 def _holdout_table(comparison: dict[str, Any]) -> list[str]:
-    lines = ["| | groups | reference NDCG@10 | chosen NDCG@10 | gain [95% CI] | recall@10 ref → chosen | "
-             "improved / regressed groups | worse beyond interval |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| | groups | reference NDCG@10 | chosen NDCG@10 | gain [95% CI] | recall@10 ref → chosen | "
+        "improved / regressed groups | worse beyond interval |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
 
     def line(name: str, b: dict[str, Any]) -> str:
         flag = "**yes**" if b["worse_beyond_interval"] else "no"
-        return (f"| {name} | {b['groups']} | {b['reference_ndcg']:.3f} | {b['candidate_ndcg']:.3f} | {_interval(b)} | "
-                f"{b['reference_recall']:.3f} → {b['candidate_recall']:.3f} | {b['improved']} / {b['regressed']} | "
-                f"{flag} |")
+        return (
+            f"| {name} | {b['groups']} | {b['reference_ndcg']:.3f} | {b['candidate_ndcg']:.3f} | {_interval(b)} | "
+            f"{b['reference_recall']:.3f} → {b['candidate_recall']:.3f} | {b['improved']} / {b['regressed']} | "
+            f"{flag} |"
+        )
 
     lines += [line(o, b) for o, b in comparison["owners"].items()]
     lines.append(line("**pooled**", comparison["pooled"]))
     lines += [line(f"category {c}", b) for c, b in comparison["categories"].items()]
     return lines
+
+
+def _attribution(report: dict[str, Any]) -> list[str]:
+    """The chosen BM25 alone on the holdout, when the chosen configuration has interaction weights."""
+    if report["chosen"] == report["chosen_bm25"]:
+        return ["The chosen configuration is the chosen BM25 with every interaction weight at 0.", ""]
+    return [
+        f"### Attribution: the chosen BM25 alone ({_config_text(report['chosen_bm25'])}, interaction weights 0)",
+        "",
+        *_holdout_table(report["holdout"]["chosen_bm25_only"]),
+        "",
+    ]
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -398,10 +470,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         *_holdout_table(report["holdout"]["chosen"]),
         "",
-        f"### Attribution: the chosen BM25 alone ({_config_text(report['chosen_bm25'])}, interaction weights 0)",
-        "",
-        *_holdout_table(report["holdout"]["chosen_bm25_only"]),
-        "",
+        *_attribution(report),
         "## Stage 1: BM25 grid (feedback questions, pooled NDCG@10; interaction weights 0)",
         "",
         "| k1 \\ b | " + " | ".join(f"{b:g}" for b in m["b_grid"]) + " |",
@@ -409,28 +478,55 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     cell = {(r["config"]["k1"], r["config"]["b"]): r["feedback"]["pooled"]["ndcg"] for r in report["bm25_grid"]}
     for k1 in m["k1_grid"]:
-        lines.append(f"| {k1:g} | " + " | ".join(
-            (f"**{cell[(k1, b)]:.4f}**" if (k1, b) == (report["chosen_bm25"]["k1"], report["chosen_bm25"]["b"])
-             else f"{cell[(k1, b)]:.4f}") for b in m["b_grid"]) + " |")
+        lines.append(
+            f"| {k1:g} | "
+            + " | ".join(
+                (
+                    f"**{cell[(k1, b)]:.4f}**"
+                    if (k1, b) == (report["chosen_bm25"]["k1"], report["chosen_bm25"]["b"])
+                    else f"{cell[(k1, b)]:.4f}"
+                )
+                for b in m["b_grid"]
+            )
+            + " |"
+        )
     if report["interaction_grid"]:
         names = list(m["interaction_grid"])
-        lines += ["", f"## Stage 2: interaction weights at k1 {report['chosen_bm25']['k1']:g}, "
-                      f"b {report['chosen_bm25']['b']:g} (feedback questions)", "",
-                  "| " + " | ".join(names) + " | NDCG@10 | recall@10 |", "|" + "---|" * (len(names) + 2)]
+        lines += [
+            "",
+            f"## Stage 2: interaction weights at k1 {report['chosen_bm25']['k1']:g}, "
+            f"b {report['chosen_bm25']['b']:g} (feedback questions)",
+            "",
+            "| " + " | ".join(names) + " | NDCG@10 | recall@10 |",
+            "|" + "---|" * (len(names) + 2),
+        ]
         for r in sorted(report["interaction_grid"], key=lambda r: -r["feedback"]["pooled"]["ndcg"]):
             mark = "**" if all(r["config"][n] == chosen.get(n) for n in names) else ""
-            lines.append("| " + " | ".join(f"{mark}{r['config'][n]:g}{mark}" for n in names)
-                         + f" | {r['feedback']['pooled']['ndcg']:.4f} | {r['feedback']['pooled']['recall']:.4f} |")
-    lines += ["", "## Feedback questions per owner (reference → chosen NDCG@10)", "",
-              "| owner | groups | reference | chosen |", "|---|---|---|---|"]
+            lines.append(
+                "| "
+                + " | ".join(f"{mark}{r['config'][n]:g}{mark}" for n in names)
+                + f" | {r['feedback']['pooled']['ndcg']:.4f} | {r['feedback']['pooled']['recall']:.4f} |"
+            )
+    lines += [
+        "",
+        "## Feedback questions per owner (reference → chosen NDCG@10)",
+        "",
+        "| owner | groups | reference | chosen |",
+        "|---|---|---|---|",
+    ]
     for owner, b in fb["chosen"]["owners"].items():
         lines.append(f"| {owner} | {b['groups']} | {fb['reference']['owners'][owner]['ndcg']:.4f} | {b['ndcg']:.4f} |")
-    lines += ["", "## Limitations", "",
-              "- Six development conversations, simulated relevance from LoCoMo evidence ids, this engine version "
-              "and embedding; the holdout questions were already used by earlier studies of the same file "
-              "(learning-ceiling-dev), so they are not untouched by the project as a whole.",
-              "- A grid search on ~680 feedback questions can overfit the grid's noise; the tie rule prefers the "
-              "simpler configuration and the holdout interval is the check.", ""]
+    lines += [
+        "",
+        "## Limitations",
+        "",
+        "- Six development conversations, simulated relevance from LoCoMo evidence ids, this engine version "
+        "and embedding; the holdout questions were already used by earlier studies of the same file "
+        "(learning-ceiling-dev), so they are not untouched by the project as a whole.",
+        "- A grid search on ~680 feedback questions can overfit the grid's noise; the tie rule prefers the "
+        "simpler configuration and the holdout interval is the check.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -443,13 +539,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.locomo_tuning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="a LoCoMo-format JSON file (default: the development file)")
     parser.add_argument("--conversations", default=None, help="comma-separated sample ids (default: all)")
-    parser.add_argument("--embedding", choices=("hashed", "minilm"), default="hashed",
-                        help="semantic channel (minilm needs the 'semantic' extra)")
+    parser.add_argument(
+        "--embedding",
+        choices=("hashed", "minilm"),
+        default="hashed",
+        help="semantic channel (minilm needs the 'semantic' extra)",
+    )
     parser.add_argument("--k1", default=None, help=f"k1 grid (default {','.join(map(str, K1_GRID))})")
     parser.add_argument("--b", default=None, help=f"b grid (default {','.join(map(str, B_GRID))})")
     parser.add_argument("--bm25-only", action="store_true", help="skip stage 2 (the interaction weights)")
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)")
+    out.add_argument(
+        "--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)"
+    )
     out.add_argument("--update-results", action="store_true", help="overwrite benchmarks/results/tuning")
     return parser
 

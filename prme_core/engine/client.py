@@ -69,6 +69,7 @@ class MemoryClient:
             reranker=reranker,
             reranker_settings=reranker_settings,
             profile_resolver=PointerResolver(self.store),
+            bm25=self.settings.bm25,
         )
 
     # --- lifecycle ----------------------------------------------------------------------

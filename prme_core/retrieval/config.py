@@ -19,7 +19,11 @@ MAX_RECEIPT_POOL_DEPTH = 1000
 InteractionWeight = Annotated[float, Field(ge=0.0, le=MAX_INTERACTION_WEIGHT)]
 
 DEFAULT_NODE_TYPE_BOOSTS: dict[str, float] = {
-    "fact": 1.15, "preference": 1.15, "decision": 1.15, "instruction": 1.15, "summary": 1.10,
+    "fact": 1.15,
+    "preference": 1.15,
+    "decision": 1.15,
+    "instruction": 1.15,
+    "summary": 1.10,
 }
 
 
@@ -47,7 +51,8 @@ class ScoringWeights(FrozenModel):
     relevance_floor: Unit = 0.35
     current_update_multiplier: Annotated[float, Field(ge=1.0, le=2.0)] = 1.30
     node_type_boosts: dict[str, Annotated[float, Field(gt=0.0, le=4.0)]] = Field(
-        default_factory=lambda: dict(DEFAULT_NODE_TYPE_BOOSTS))
+        default_factory=lambda: dict(DEFAULT_NODE_TYPE_BOOSTS)
+    )
     fusion: Literal["weighted", "rrf"] = "weighted"
     rrf_k: Annotated[int, Field(ge=1, le=10_000)] = 60
     term_coverage: InteractionWeight = 0.0
@@ -55,7 +60,7 @@ class ScoringWeights(FrozenModel):
     entity_match: InteractionWeight = 0.0
 
     @model_validator(mode="after")
-    def _weights_sum_to_one(self) -> "ScoringWeights":
+    def _weights_sum_to_one(self) -> ScoringWeights:
         total = math.fsum(getattr(self, f) for f in WEIGHT_FIELDS)
         if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
             values = ", ".join(f"{f}={getattr(self, f)!r}" for f in WEIGHT_FIELDS)

@@ -53,10 +53,6 @@ def lexical_identity(bm25: Bm25Parameters) -> dict[str, Any]:
     return {"backend": "bm25s", "version": bm25s.__version__, **bm25.as_parameters(), "analyzer": LEXICAL_ANALYZER_ID}
 
 
-BM25_PARAMS = Bm25Parameters().as_parameters()
-"""The default parameters as a dict, for callers that have no ``EngineSettings`` at hand."""
-
-
 class _LexicalIndex:
     """BM25 (bm25s, Lucene variant) over the corpus; empty corpora score nothing."""
 

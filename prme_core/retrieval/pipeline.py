@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
-import bm25s
 import numpy as np
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints, model_validator
 
@@ -45,8 +44,9 @@ from prme_core.receipts.model import (
 )
 from prme_core.receipts.store import persist_receipt
 from prme_core.retrieval import candidates as generation
+from prme_core.retrieval.bm25 import Bm25Parameters
 from prme_core.retrieval.config import Fidelity, PackingConfig, ScoringWeights
-from prme_core.retrieval.corpus import BM25_PARAMS, Corpus, CorpusCache
+from prme_core.retrieval.corpus import Corpus, CorpusCache, lexical_identity
 from prme_core.retrieval.embedding import EmbeddingProvider
 from prme_core.retrieval.execution import execution_features, feature_identity_sha256
 from prme_core.retrieval.formula import SortPolicy, rank_fused_scores
@@ -65,7 +65,7 @@ from prme_core.retrieval.scoring import (
     redistribute,
 )
 from prme_core.retrieval.session_context import corpus_neighbours, route_episodes
-from prme_core.retrieval.text import LEXICAL_ANALYZER_ID, lexical_tokens
+from prme_core.retrieval.text import lexical_tokens
 from prme_core.retrieval.tokenizer import tokenizer_identity
 from prme_core.storage.base import Store
 from prme_core.types import (
@@ -210,18 +210,19 @@ class RetrievalPipeline:
         reranker: Reranker | None = None,
         reranker_settings: RerankerSettings | None = None,
         profile_resolver: ProfileResolver | None = None,
+        bm25: Bm25Parameters | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.reranker_settings = reranker_settings or RerankerSettings()
         self.resolve_profile: ProfileResolver = profile_resolver or _no_profiles
-        self.corpora = CorpusCache(store, embedder)
+        self.corpora = CorpusCache(store, embedder, bm25=bm25)
         self.features = execution_features(
             backend=store.backend,
             storage_class=type(store).__name__,
             embedding=embedder.identity(),
-            lexical={"backend": "bm25s", "version": bm25s.__version__, **BM25_PARAMS, "analyzer": LEXICAL_ANALYZER_ID},
+            lexical=lexical_identity(self.corpora.bm25),
             tokenizer=tokenizer_identity(),
         )
         self.features_sha256 = feature_identity_sha256(self.features)

@@ -89,3 +89,15 @@ def test_default_settings_record_the_default_bm25_parameters(tmp_path):
             client.settings.bm25.b,
             client.settings.bm25.method,
         )
+
+
+def test_engine_bm25_settings_reach_the_index_and_every_receipt(tmp_path):
+    settings = EngineSettings(store_url=f"duckdb:///{tmp_path / 'prme.duckdb'}", bm25={"k1": 0.5, "b": 0.25})
+    with MemoryClient(settings=settings) as client:
+        client.store_memory(OWNER, "Alice: the cat Miso sleeps all day")
+        response = client.retrieve("Miso", owner=OWNER)
+        assert client.pipeline.corpora.get(OWNER).lexical.bm25 == settings.bm25
+        recorded = response.receipt.execution.features["lexical"]
+        assert (recorded["k1"], recorded["b"]) == (0.5, 0.25)
+        with MemoryClient(store=client.store) as default:
+            assert default.running_feature_identity() != client.running_feature_identity()
