@@ -1,25 +1,8 @@
 """LoCoMo reader and the main job on real data (skipped with a message where the data is absent)."""
 
-import pytest
-
-from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
-from prme_core.datasets.locomo import LocomoDataNotFound, load_conversation, read_locomo
-
-
-def _development_data():
-    """The file ``prme main`` would read, or None where it is absent."""
-    try:
-        return find_locomo_data()
-    except LocomoDataNotFound:
-        return None
-
-
-DATA = _development_data()
-needs_data = pytest.mark.skipif(
-    DATA is None or not DATA.is_file(),
-    reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)",
-)
+from prme_core.datasets.locomo import load_conversation, read_locomo
+from tests.locomo_data import DATA, needs_data
 
 
 @needs_data

@@ -10,31 +10,15 @@ import pytest
 from benchmarks import locomo_learning
 from benchmarks.locomo_null import shuffled_snapshot
 from benchmarks.locomo_report import RANKINGS, BenchmarkReport, load_report
-from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
 from prme_core.datasets.locomo import (
-    LocomoDataNotFound,
     load_conversation,
     read_locomo,
     record_feedback,
     split_questions,
 )
 from prme_core.learning.snapshot import cut_snapshot
-
-
-def _development_data():
-    """The file ``prme main`` would read, or None where it is absent."""
-    try:
-        return find_locomo_data()
-    except LocomoDataNotFound:
-        return None
-
-
-DATA = _development_data()
-needs_data = pytest.mark.skipif(
-    DATA is None or not DATA.is_file(),
-    reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)",
-)
+from tests.locomo_data import DATA, needs_data
 
 
 def _importable(name: str) -> bool:
