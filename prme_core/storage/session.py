@@ -717,25 +717,7 @@ PROJECTION_COLUMNS = (
     "base_node_ids",
     "adjustments",
 )
-ARTIFACT_NODE_COLUMNS = (
-    "id",
-    "version",
-    "scope",
-    "node_type",
-    "content_hash",
-    "session_id",
-    "event_us",
-    "created_us",
-    "updated_us",
-    "valid_from_us",
-    "valid_to_us",
-    "salience",
-    "confidence",
-    "epistemic_type",
-    "lifecycle",
-    "metadata",
-    "superseded_by",
-)
+ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))
 """Every stored column of a node version but the owner (the digest names it once) and the content
 (its hash stands for it)."""
-ARTIFACT_EDGE_COLUMNS = ("id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
+ARTIFACT_EDGE_COLUMNS = tuple(c for c in EDGE_COLUMNS if c != "owner")
