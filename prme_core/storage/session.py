@@ -165,6 +165,22 @@ def row_edge(row: Sequence[Any]) -> Edge:
     )
 
 
+def _operation_values(draft: OperationDraft, admitted_us: int | None = None) -> tuple:
+    """A draft's column values in ``OPERATION_COLUMNS`` order after ``seq``, admitted now unless
+    given (so ``row_operation((seq, *values))`` is the stored row)."""
+    admitted = to_epoch_us(utc_now()) if admitted_us is None else admitted_us
+    return (
+        draft.id,
+        draft.owner,
+        draft.op_type,
+        draft.scope_key,
+        draft.target_id,
+        draft.payload.decode("utf-8"),
+        draft.checksum,
+        admitted,
+    )
+
+
 def row_operation(row: Sequence[Any]) -> StoredOperation:
     seq, id_, owner, op_type, scope_key, target_id, payload, checksum, admitted_us = row
     return StoredOperation(
@@ -401,33 +417,14 @@ class StoreSession:
 
     def append_operation(self, draft: OperationDraft) -> tuple[StoredOperation, bool]:
         """Append unless the id exists; return the stored row and whether this call wrote it."""
-        admitted = to_epoch_us(utc_now())
+        values = _operation_values(draft)
         returned = self.conn.fetchall(
             "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq",
-            [
-                draft.id,
-                draft.owner,
-                draft.op_type,
-                draft.scope_key,
-                draft.target_id,
-                draft.payload.decode("utf-8"),
-                draft.checksum,
-                admitted,
-            ],
+            list(values),
         )
         if returned:
-            return StoredOperation(
-                seq=int(returned[0][0]),
-                id=draft.id,
-                owner=draft.owner,
-                op_type=draft.op_type,
-                scope_key=draft.scope_key,
-                target_id=draft.target_id,
-                payload=draft.payload.decode("utf-8"),
-                checksum=draft.checksum,
-                admitted_at=from_epoch_us(admitted),
-            ), True
+            return row_operation((returned[0][0], *values)), True
         existing = self._operation_by_id(draft.id)
         if existing is None:  # pragma: no cover - a conflicting row exists by definition
             raise CorruptRecord(f"operation {draft.id} conflicted but cannot be read back")
@@ -436,32 +433,13 @@ class StoreSession:
     def insert_new_operation(self, draft: OperationDraft) -> StoredOperation:
         """Append an operation whose id is known to be new (no conflict clause: the cheapest
         insert). A duplicate id raises ``DuplicateKey`` and the transaction must end."""
-        admitted = to_epoch_us(utc_now())
+        values = _operation_values(draft)
         seq = self.conn.fetchall(
             "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-            [
-                draft.id,
-                draft.owner,
-                draft.op_type,
-                draft.scope_key,
-                draft.target_id,
-                draft.payload.decode("utf-8"),
-                draft.checksum,
-                admitted,
-            ],
+            list(values),
         )[0][0]
-        return StoredOperation(
-            seq=int(seq),
-            id=draft.id,
-            owner=draft.owner,
-            op_type=draft.op_type,
-            scope_key=draft.scope_key,
-            target_id=draft.target_id,
-            payload=draft.payload.decode("utf-8"),
-            checksum=draft.checksum,
-            admitted_at=from_epoch_us(admitted),
-        )
+        return row_operation((seq, *values))
 
     def _operation_by_id(self, op_id: str) -> StoredOperation | None:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
@@ -674,10 +652,7 @@ class StoreSession:
         self.conn.bulk_insert(
             "operations",
             NEW_OPERATION_COLUMNS,
-            [
-                (d.id, d.owner, d.op_type, d.scope_key, d.target_id, d.payload.decode("utf-8"), d.checksum, admitted)
-                for d in drafts
-            ],
+            [_operation_values(d, admitted) for d in drafts],
         )
 
     def insert_receipt_projections(self, rows: Sequence[tuple]) -> None:
