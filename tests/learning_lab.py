@@ -148,3 +148,18 @@ def make_lab(url: str, **kw) -> Lab:
     """Build the lab in the store at ``url`` (a client opened and closed for it)."""
     with MemoryClient(url) as client:
         return build_lab(client, **kw)
+
+
+def write_during_holdout(monkeypatch, owner: str) -> None:
+    """Make the third retrieval from now on store a memory first: a write that lands in the
+    middle of a holdout's paired retrievals."""
+    original = MemoryClient.retrieve
+    calls = []
+
+    def retrieve_and_write(self, query, **kw):
+        calls.append(query)
+        if len(calls) == 3:
+            self.store_memory(owner, "Alice: a memory written while the holdout ran")
+        return original(self, query, **kw)
+
+    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write)

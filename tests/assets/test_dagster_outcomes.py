@@ -14,7 +14,7 @@ from prme_assets.partitions import encode_target
 from prme_core import MemoryClient
 from prme_core.learning.stages import SplitSummary
 from tests.dagster_jobs import lab_resources
-from tests.learning_lab import TOPICS, make_lab
+from tests.learning_lab import TOPICS, make_lab, write_during_holdout
 
 OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
@@ -193,16 +193,7 @@ def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch
 
 def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, monkeypatch):
     make_lab(lab_url)
-    original = MemoryClient.retrieve
-    calls = []
-
-    def retrieve_and_write(self, query, **kw):
-        calls.append(query)
-        if len(calls) == 3:  # a write lands in the middle of the paired retrievals
-            self.store_memory(OWNER, "Alice: a memory written while the holdout ran")
-        return original(self, query, **kw)
-
-    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write)
+    write_during_holdout(monkeypatch, OWNER)
     result = _run(lab_url, instance)
     _assert_integrity_failure(result, "holdout_memory_unchanged", ("candidate_profile",))
     gate, _ = _evaluation(result, "holdout_gate_passed")

@@ -18,7 +18,16 @@ from prme_assets.schedules import nightly_learning_schedule
 from prme_core import MemoryClient
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
 from tests.dagster_jobs import lab_resources, multiprocess_learning_job
-from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, TOPICS, build_lab, feedback_question, make_lab
+from tests.learning_lab import (
+    HOLDOUT_CONFIG,
+    LEARNING_CONFIG,
+    NOW,
+    TOPICS,
+    build_lab,
+    feedback_question,
+    make_lab,
+    write_during_holdout,
+)
 
 OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
@@ -144,16 +153,7 @@ def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
 
 def test_a_memory_change_during_the_holdout_fails_the_memory_gate(lab_url, instance, monkeypatch):
     make_lab(lab_url)
-    original = MemoryClient.retrieve
-    calls = []
-
-    def retrieve_and_write(self, query, **kw):
-        calls.append(query)
-        if len(calls) == 3:  # a write lands in the middle of the paired retrievals
-            self.store_memory(OWNER, "Alice: a memory written while the holdout ran")
-        return original(self, query, **kw)
-
-    monkeypatch.setattr(MemoryClient, "retrieve", retrieve_and_write)
+    write_during_holdout(monkeypatch, OWNER)
     checks, materialized = _outcome(_materialize(lab_url, instance))
     assert checks["holdout_memory_unchanged"] is False and checks["holdout_gate_passed"] is False
     assert "candidate_profile" not in materialized
