@@ -2,10 +2,12 @@
 feedback questions only and confirmed once on the holdout questions.
 
 Run: ``python -m benchmarks.locomo_tuning [--data PATH] [--conversations conv-26,conv-30]
-[--embedding hashed|minilm] [--k1 0.3,0.5,…] [--b 0.1,0.2,…] [--out DIR | --update-results]``.
-Any LoCoMo-format file works with ``--data``; results go to ``.prme/benchmarks/tuning/`` under the
-working directory unless ``--out`` names a folder, and only ``--update-results`` overwrites the
-committed ``benchmarks/results/tuning/`` (``tuning.json``, ``tuning.md``).
+[--embedding hashed|minilm] [--k1 0.3,0.5,…] [--b 0.1,0.2,…] [--confirm-only]
+[--out DIR | --update-results]``. Any LoCoMo-format file works with ``--data``; results go to
+``.prme/benchmarks/tuning/`` under the working directory unless ``--out`` names a folder, and only
+``--update-results`` overwrites the committed ones: ``benchmarks/results/tuning/`` for the hashed
+embedding, ``benchmarks/results/tuning-<embedding>/`` for another (``tuning.json``, ``tuning.md``;
+``confirmation.json``, ``confirmation.md`` with ``--confirm-only``).
 
 Method (declared before any run):
 
@@ -27,6 +29,11 @@ Method (declared before any run):
    category and pooled, with paired bootstrap 95% intervals (the project's bootstrap, 2000
    resamples, seed 42). A category whose interval lies wholly below 0 is flagged. The holdout
    also shows the chosen BM25 alone, for attribution; no holdout figure chooses anything.
+6. ``--confirm-only`` chooses nothing: it skips both grids and takes the engine's current defaults
+   (``EngineSettings()``: its BM25 and interaction weights) as the chosen configuration, scores
+   the reference and the defaults on the feedback questions, and confirms once on the holdout
+   questions exactly as in step 5. It checks defaults chosen elsewhere (for example on the hashed
+   embedding) under another embedding or on other data.
 
 Every retrieval goes through ``MemoryClient.retrieve`` with the configuration as engine settings
 (``EngineSettings.bm25``, ``scoring``), one client per configuration over the same store, so the
@@ -72,7 +79,7 @@ from prme_core.settings import EngineSettings
 from prme_core.storage import open_store
 
 SCRATCH_OUT = Path(".prme", "benchmarks", "tuning")
-COMMITTED_OUT = Path(__file__).resolve().parent / "results" / "tuning"
+COMMITTED_RESULTS = Path(__file__).resolve().parent / "results"
 K = 10
 LIMIT = 20
 """Results per retrieval, as in the learning benchmark's holdout (NDCG@10 reads the first 10)."""
@@ -261,6 +268,11 @@ def compare(reference: dict, candidate: dict) -> dict[str, Any]:
     }
 
 
+def committed_out(embedding: str) -> Path:
+    """The committed results folder of an embedding: ``tuning`` (hashed) or ``tuning-<embedding>``."""
+    return COMMITTED_RESULTS / ("tuning" if embedding == "hashed" else f"tuning-{embedding}")
+
+
 def parse_grid(text: str | None, default: tuple[float, ...], name: str) -> tuple[float, ...]:
     if text is None:
         return default
@@ -280,6 +292,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
     conversations = select(read_locomo(path), wanted)
+    if options.confirm_only and (options.k1 or options.b or options.bm25_only):
+        raise SystemExit("--confirm-only chooses nothing, so it takes no grid (--k1, --b, --bm25-only)")
     k1_grid = parse_grid(options.k1, K1_GRID, "--k1")
     b_grid = parse_grid(options.b, B_GRID, "--b")
     for k1, b in itertools.product(k1_grid, b_grid):
@@ -301,7 +315,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             for owner in owners:
                 load_conversation(loader, owner.conversation, LOCOMO_SCOPE)
             evaluator = Evaluator(store, embedder, owners, base)
-            report = _tune(evaluator, k1_grid, b_grid, interaction_fields(), stage2=not options.bm25_only)
+            if options.confirm_only:
+                report = _confirm(evaluator, interaction_fields())
+            else:
+                report = _tune(evaluator, k1_grid, b_grid, interaction_fields(), stage2=not options.bm25_only)
         finally:
             store.close()
     report.update(
@@ -318,7 +335,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         retrievals=evaluator.retrievals,
         seconds_total=time.perf_counter() - started,
     )
-    out = COMMITTED_OUT if options.update_results else Path(options.out) if options.out else SCRATCH_OUT
+    out = committed_out(options.embedding) if options.update_results else Path(options.out or SCRATCH_OUT)
     for written in write(report, out):
         _say(f"wrote {written}")
     return report
@@ -350,35 +367,67 @@ def _tune(
         _say(f"  chosen: {chosen.label()}")
     else:
         _say("  stage 2 skipped (--bm25-only, or ScoringWeights has no interaction weights)")
-    reference = Config(REFERENCE_BM25.k1, REFERENCE_BM25.b, zero)
+    feedback_chosen = next(r["feedback"] for r in (rows2 or stage1) if r["config"] == chosen)
+
+    def row(r: dict[str, Any]) -> dict[str, Any]:
+        return {"config": r["config"].as_dict(), "feedback": r["feedback"]}
+
+    method = {
+        "tie_margin": TIE_MARGIN,
+        "k1_grid": list(k1_grid),
+        "b_grid": list(b_grid),
+        "interaction_grid": {name: list(INTERACTION_GRID[name]) for name in fields} if rows2 else {},
+    }
+    return {
+        "schema": "prme-locomo-tuning-v1",
+        "bm25_grid": [row(r) for r in stage1],
+        "interaction_grid": [row(r) for r in rows2],
+        **_confirmation(evaluator, chosen_bm25, chosen, feedback_chosen, stage1, method),
+    }
+
+
+def _confirm(evaluator: Evaluator, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``--confirm-only``: the engine's current defaults against the reference, choosing nothing."""
+    defaults = evaluator.base
+    chosen = Config(
+        defaults.bm25.k1, defaults.bm25.b, tuple((name, float(getattr(defaults.scoring, name))) for name in fields)
+    )
+    chosen_bm25 = Config(chosen.k1, chosen.b, tuple((name, 0.0) for name in fields))
+    _say(f"  confirm only: the current defaults {chosen.label()} against the reference, feedback questions …")
+    feedback_chosen = summary(evaluator.per_group(chosen, "feedback"))
+    report = _confirmation(evaluator, chosen_bm25, chosen, feedback_chosen, [], {"defaults": "EngineSettings()"})
+    return {"schema": "prme-locomo-confirmation-v1", **report}
+
+
+def _confirmation(
+    evaluator: Evaluator,
+    chosen_bm25: Config,
+    chosen: Config,
+    feedback_chosen: dict[str, Any],
+    scored: list[dict[str, Any]],
+    method: dict[str, Any],
+) -> dict[str, Any]:
+    """Step 5, shared by the tuning and ``--confirm-only``: the reference on the feedback questions
+    (from ``scored`` where it is there), then the holdout questions once under the reference, the
+    chosen BM25 alone and the chosen configuration."""
+    reference = Config(REFERENCE_BM25.k1, REFERENCE_BM25.b, tuple((name, 0.0) for name, _ in chosen.weights))
+    feedback_reference = next((r["feedback"] for r in scored if r["config"] == reference), None)
+    if feedback_reference is None:
+        feedback_reference = summary(evaluator.per_group(reference, "feedback"))
     _say("  holdout (once): reference, chosen BM25 alone, chosen …")
     arms = {
         "reference": evaluator.per_group(reference, "holdout"),
         "chosen_bm25_only": evaluator.per_group(chosen_bm25, "holdout"),
     }
     arms["chosen"] = arms["chosen_bm25_only"] if chosen == chosen_bm25 else evaluator.per_group(chosen, "holdout")
-    feedback_reference = next((r["feedback"] for r in stage1 if r["config"] == reference), None)
-    if feedback_reference is None:
-        feedback_reference = summary(evaluator.per_group(reference, "feedback"))
-
-    def row(r: dict[str, Any]) -> dict[str, Any]:
-        return {"config": r["config"].as_dict(), "feedback": r["feedback"]}
-
-    feedback_chosen = next(r["feedback"] for r in (rows2 or stage1) if r["config"] == chosen)
     return {
-        "schema": "prme-locomo-tuning-v1",
         "method": {
             "k": K,
             "limit": LIMIT,
-            "tie_margin": TIE_MARGIN,
-            "k1_grid": list(k1_grid),
-            "b_grid": list(b_grid),
-            "interaction_grid": {name: list(INTERACTION_GRID[name]) for name in fields} if rows2 else {},
+            **method,
             "reference": reference.as_dict(),
             "bootstrap": {"algorithm": BOOTSTRAP_ALGORITHM, "samples": BOOTSTRAP_SAMPLES, "seed": BOOTSTRAP_SEED},
         },
-        "bm25_grid": [row(r) for r in stage1],
-        "interaction_grid": [row(r) for r in rows2],
         "chosen_bm25": chosen_bm25.as_dict(),
         "chosen": chosen.as_dict(),
         "feedback": {"reference": feedback_reference, "chosen": feedback_chosen},
@@ -394,7 +443,8 @@ def _tune(
 
 def write(report: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out / "tuning.json", out / "tuning.md"
+    stem = "tuning" if "bm25_grid" in report else "confirmation"  # --confirm-only writes beside, not over, a tuning
+    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
     json_path.write_bytes(canonical_json(report) + b"\n")
     md_path.write_text(markdown(report), encoding="utf-8")
     return [json_path, md_path]
@@ -405,9 +455,9 @@ def _interval(block: dict[str, Any]) -> str:
     return f"{block['ndcg_gain']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def _holdout_table(comparison: dict[str, Any]) -> list[str]:
+def _holdout_table(comparison: dict[str, Any], name: str = "chosen") -> list[str]:
     lines = [
-        "| | groups | reference NDCG@10 | chosen NDCG@10 | gain [95% CI] | recall@10 ref → chosen | "
+        f"| | groups | reference NDCG@10 | {name} NDCG@10 | gain [95% CI] | recall@10 ref → {name} | "
         "improved / regressed groups | worse beyond interval |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -426,12 +476,13 @@ def _holdout_table(comparison: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _attribution(report: dict[str, Any]) -> list[str]:
+def _attribution(report: dict[str, Any], name: str) -> list[str]:
     """The chosen BM25 alone on the holdout, when the chosen configuration has interaction weights."""
     if report["chosen"] == report["chosen_bm25"]:
-        return ["The chosen configuration is the chosen BM25 with every interaction weight at 0.", ""]
+        subject = "The chosen configuration is the chosen BM25" if name == "chosen" else f"The {name} are their BM25"
+        return [f"{subject} with every interaction weight at 0.", ""]
     return [
-        f"### Attribution: the chosen BM25 alone ({_config_text(report['chosen_bm25'])}, interaction weights 0)",
+        f"### Attribution: the {name} BM25 alone ({_config_text(report['chosen_bm25'])}, interaction weights 0)",
         "",
         *_holdout_table(report["holdout"]["chosen_bm25_only"]),
         "",
@@ -439,38 +490,85 @@ def _attribution(report: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    confirm = "bm25_grid" not in report  # --confirm-only: nothing chosen, no grids
     m = report["method"]
     chosen, ref = report["chosen"], m["reference"]
     fb = report["feedback"]
     h = report["holdout"]["chosen"]["pooled"]
+    name = "current defaults" if confirm else "chosen"
+    if confirm:
+        title = "# LoCoMo default confirmation: current defaults vs previous defaults"
+        rule = (
+            "Nothing is chosen here (`--confirm-only`): the configuration is the engine's current defaults "
+            "(`EngineSettings()`), chosen beforehand on the hashed embedding's feedback questions "
+            "(`benchmarks/results/tuning/`). The feedback and the holdout questions (the learning benchmark's "
+            "hash split) were each scored once under the reference and under the defaults."
+        )
+    else:
+        title = "# LoCoMo default tuning: BM25 and interaction weights"
+        rule = (
+            "Choices use the **feedback** questions only (the learning benchmark's hash split); the holdout "
+            "questions were scored once, after both choices. Rule: highest pooled feedback NDCG@10; within "
+            f"{m['tie_margin']} of it, the simplest (BM25 closest to k1 1.5 / b 0.75; fewest and smallest "
+            "interaction weights)."
+        )
     lines = [
-        "# LoCoMo default tuning: BM25 and interaction weights",
+        title,
         "",
         f"Data {report['data']['name']} ({', '.join(report['data']['conversations'])}), embedding "
         f"{report['embedding']['name']}; {report['retrievals']} retrievals in {report['seconds_total']:.0f} s. "
-        "Produced by `python -m benchmarks.locomo_tuning` (method in its docstring).",
+        f"Produced by `python -m benchmarks.locomo_tuning{' --confirm-only' if confirm else ''}` "
+        "(method in its docstring).",
         "",
-        "Choices use the **feedback** questions only (the learning benchmark's hash split); the holdout "
-        "questions were scored once, after both choices. Rule: highest pooled feedback NDCG@10; within "
-        f"{m['tie_margin']} of it, the simplest (BM25 closest to k1 1.5 / b 0.75; fewest and smallest "
-        "interaction weights).",
+        rule,
         "",
-        "## Chosen",
+        "## Configurations" if confirm else "## Chosen",
         "",
         "| | configuration | feedback NDCG@10 | feedback recall@10 | holdout NDCG@10 | holdout recall@10 |",
         "|---|---|---|---|---|---|",
         f"| reference (previous defaults) | {_config_text(ref)} | {fb['reference']['pooled']['ndcg']:.4f} | "
         f"{fb['reference']['pooled']['recall']:.4f} | {h['reference_ndcg']:.4f} | {h['reference_recall']:.4f} |",
-        f"| chosen | {_config_text(chosen)} | {fb['chosen']['pooled']['ndcg']:.4f} | "
+        f"| {name} | {_config_text(chosen)} | {fb['chosen']['pooled']['ndcg']:.4f} | "
         f"{fb['chosen']['pooled']['recall']:.4f} | {h['candidate_ndcg']:.4f} | {h['candidate_recall']:.4f} |",
         "",
         f"Pooled holdout NDCG@10 gain {_interval(h)} over {h['groups']} query groups.",
         "",
-        "## Holdout, chosen vs reference (paired bootstrap 95% intervals)",
+        f"## Holdout, {name} vs reference (paired bootstrap 95% intervals)",
         "",
-        *_holdout_table(report["holdout"]["chosen"]),
+        *_holdout_table(report["holdout"]["chosen"], name),
         "",
-        *_attribution(report),
+        *_attribution(report, name),
+        *([] if confirm else _grid_tables(report)),
+        f"## Feedback questions per owner (reference → {name} NDCG@10)",
+        "",
+        f"| owner | groups | reference | {name} |",
+        "|---|---|---|---|",
+    ]
+    for owner, b in fb["chosen"]["owners"].items():
+        lines.append(f"| {owner} | {b['groups']} | {fb['reference']['owners'][owner]['ndcg']:.4f} | {b['ndcg']:.4f} |")
+    lines += [
+        "",
+        "## Limitations",
+        "",
+        "- Six development conversations, simulated relevance from LoCoMo evidence ids, this engine version "
+        "and embedding; the holdout questions were already used by earlier studies of the same file "
+        "(learning-ceiling-dev), so they are not untouched by the project as a whole.",
+        (
+            "- The defaults were chosen on another embedding's feedback questions; this run checks them, it "
+            "does not re-tune them for this embedding."
+            if confirm
+            else "- A grid search on ~680 feedback questions can overfit the grid's noise; the tie rule prefers "
+            "the simpler configuration and the holdout interval is the check."
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _grid_tables(report: dict[str, Any]) -> list[str]:
+    """The stage 1 and stage 2 grids of a tuning run (feedback questions)."""
+    m, chosen = report["method"], report["chosen"]
+    lines = [
         "## Stage 1: BM25 grid (feedback questions, pooled NDCG@10; interaction weights 0)",
         "",
         "| k1 \\ b | " + " | ".join(f"{b:g}" for b in m["b_grid"]) + " |",
@@ -491,7 +589,7 @@ def markdown(report: dict[str, Any]) -> str:
             + " |"
         )
     if report["interaction_grid"]:
-        names = list(m["interaction_grid"])
+        names = _weight_names(m["interaction_grid"])
         lines += [
             "",
             f"## Stage 2: interaction weights at k1 {report['chosen_bm25']['k1']:g}, "
@@ -507,31 +605,19 @@ def markdown(report: dict[str, Any]) -> str:
                 + " | ".join(f"{mark}{r['config'][n]:g}{mark}" for n in names)
                 + f" | {r['feedback']['pooled']['ndcg']:.4f} | {r['feedback']['pooled']['recall']:.4f} |"
             )
-    lines += [
-        "",
-        "## Feedback questions per owner (reference → chosen NDCG@10)",
-        "",
-        "| owner | groups | reference | chosen |",
-        "|---|---|---|---|",
-    ]
-    for owner, b in fb["chosen"]["owners"].items():
-        lines.append(f"| {owner} | {b['groups']} | {fb['reference']['owners'][owner]['ndcg']:.4f} | {b['ndcg']:.4f} |")
-    lines += [
-        "",
-        "## Limitations",
-        "",
-        "- Six development conversations, simulated relevance from LoCoMo evidence ids, this engine version "
-        "and embedding; the holdout questions were already used by earlier studies of the same file "
-        "(learning-ceiling-dev), so they are not untouched by the project as a whole.",
-        "- A grid search on ~680 feedback questions can overfit the grid's noise; the tie rule prefers the "
-        "simpler configuration and the holdout interval is the check.",
-        "",
-    ]
-    return "\n".join(lines)
+    return [*lines, ""]
+
+
+def _weight_names(config: dict[str, Any]) -> list[str]:
+    """A configuration's interaction weights in ``INTERACTION_GRID`` order (JSON sorts keys), so the
+    Markdown is the same whether rendered from a fresh report or from its saved JSON."""
+    order = {name: i for i, name in enumerate(INTERACTION_GRID)}
+    names = [name for name in config if name not in ("k1", "b")]
+    return sorted(names, key=lambda name: (order.get(name, len(order)), name))
 
 
 def _config_text(config: dict[str, Any]) -> str:
-    rest = ", ".join(f"{k} {v:g}" for k, v in config.items() if k not in ("k1", "b"))
+    rest = ", ".join(f"{k} {config[k]:g}" for k in _weight_names(config))
     return f"k1 {config['k1']:g}, b {config['b']:g}" + (f", {rest}" if rest else "")
 
 
@@ -548,11 +634,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--k1", default=None, help=f"k1 grid (default {','.join(map(str, K1_GRID))})")
     parser.add_argument("--b", default=None, help=f"b grid (default {','.join(map(str, B_GRID))})")
     parser.add_argument("--bm25-only", action="store_true", help="skip stage 2 (the interaction weights)")
+    parser.add_argument(
+        "--confirm-only",
+        action="store_true",
+        help="choose nothing: the engine's current defaults vs the reference, on the feedback questions and once "
+        "on the holdout questions (confirmation.json, confirmation.md)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument(
         "--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)"
     )
-    out.add_argument("--update-results", action="store_true", help="overwrite benchmarks/results/tuning")
+    out.add_argument(
+        "--update-results",
+        action="store_true",
+        help="overwrite the committed results (benchmarks/results/tuning, or tuning-<embedding> for another embedding)",
+    )
     return parser
 
 

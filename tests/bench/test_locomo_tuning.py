@@ -1,14 +1,15 @@
-"""The default-tuning benchmark: its pre-declared choice rule, and one small run end to end on a
-development conversation (skipped where the data is absent)."""
+"""The default-tuning benchmark: its pre-declared choice rule, where it writes, and small runs end
+to end on a development conversation (skipped where the data is absent): a tuning, and a
+confirmation of the current defaults that chooses nothing."""
 
 import json
 
 import pytest
 
 from benchmarks import locomo_tuning
-from benchmarks.locomo_tuning import Config, bm25_closeness, choose, weight_simplicity
-from prme_assets.demo.data import find_locomo_data
-from prme_core.datasets.locomo import LocomoDataNotFound
+from benchmarks.locomo_tuning import Config, bm25_closeness, choose, committed_out, weight_simplicity
+from prme_core.settings import EngineSettings
+from tests.locomo_data import needs_data
 
 
 def _row(config: Config, ndcg: float) -> dict:
@@ -33,14 +34,19 @@ def test_within_the_margin_fewer_then_smaller_interaction_weights_win():
     assert choose(rows, weight_simplicity)["config"] == one_small
 
 
-def _data():
-    try:
-        return find_locomo_data()
-    except LocomoDataNotFound:
-        return None
+def test_committed_results_are_per_embedding_so_a_minilm_run_never_overwrites_the_hashed_tuning():
+    assert committed_out("hashed") == locomo_tuning.COMMITTED_RESULTS / "tuning"
+    assert committed_out("minilm") == locomo_tuning.COMMITTED_RESULTS / "tuning-minilm"
 
 
-@pytest.mark.skipif(_data() is None, reason="LoCoMo development data not found (../shared/data/locomo/)")
+@pytest.mark.parametrize("stem", ["tuning/tuning", "tuning-minilm/confirmation"])
+def test_the_committed_markdown_is_rendered_from_the_committed_json(stem):
+    saved = locomo_tuning.COMMITTED_RESULTS / stem
+    report = json.loads(saved.with_suffix(".json").read_text(encoding="utf-8"))
+    assert locomo_tuning.markdown(report) == saved.with_suffix(".md").read_text(encoding="utf-8")
+
+
+@needs_data
 def test_a_small_tuning_run_chooses_on_feedback_and_reports_the_holdout_once(tmp_path):
     report = locomo_tuning.main(
         ["--conversations", "conv-30", "--k1", "0.9,1.5", "--b", "0.4,0.75", "--bm25-only", "--out", str(tmp_path)]
@@ -55,3 +61,29 @@ def test_a_small_tuning_run_chooses_on_feedback_and_reports_the_holdout_once(tmp
     assert pooled["groups"] == saved["data"]["holdout_questions"]["conv-30"]
     assert pooled["interval"][0] <= pooled["ndcg_gain"] <= pooled["interval"][1]
     assert "## Holdout" in (tmp_path / "tuning.md").read_text()
+
+
+@needs_data
+def test_confirm_only_scores_the_current_defaults_against_the_reference_and_chooses_nothing(tmp_path):
+    assert locomo_tuning.main(["--conversations", "conv-30", "--confirm-only", "--out", str(tmp_path)]) == 0
+    assert not (tmp_path / "tuning.json").exists()
+    saved = json.loads((tmp_path / "confirmation.json").read_text())
+    assert saved["schema"] == "prme-locomo-confirmation-v1"
+    assert "bm25_grid" not in saved and "interaction_grid" not in saved
+    defaults = EngineSettings()
+    assert (saved["chosen"]["k1"], saved["chosen"]["b"]) == (defaults.bm25.k1, defaults.bm25.b)
+    assert all(saved["chosen"][name] == getattr(defaults.scoring, name) for name in locomo_tuning.interaction_fields())
+    assert (saved["method"]["reference"]["k1"], saved["method"]["reference"]["b"]) == (1.5, 0.75)
+    feedback, holdout = saved["data"]["feedback_questions"]["conv-30"], saved["data"]["holdout_questions"]["conv-30"]
+    # each question set once per arm: the feedback under reference and defaults, the holdout once per arm
+    arms = 2 if saved["chosen"] == saved["chosen_bm25"] else 3
+    assert saved["retrievals"] == 2 * feedback + arms * holdout
+    comparison = saved["holdout"]["chosen"]
+    assert comparison["pooled"]["groups"] == holdout
+    assert sum(block["groups"] for block in comparison["categories"].values()) == holdout
+    for block in [comparison["pooled"], *comparison["owners"].values(), *comparison["categories"].values()]:
+        low, high = block["interval"]
+        assert low <= block["ndcg_gain"] <= high
+        assert block["worse_beyond_interval"] == (high < 0)
+    text = (tmp_path / "confirmation.md").read_text()
+    assert "## Holdout, current defaults vs reference" in text and "Stage 1" not in text
