@@ -95,7 +95,7 @@ def client(store_url: str) -> Iterator[MemoryClient]:
 @pytest.fixture(autouse=True)
 def every_new_receipt_pool_replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every receipt a retrieval writes during a test is checked before it is persisted: a
-    complete, replayable version-10 pool re-ranked under the recorded weights must reproduce the
+    complete, replayable recorded pool (version 10 or later) re-ranked under the recorded weights must reproduce the
     returned ids, scores and applied weights (``retrieval.pool_replay.check_pool_replay``).
     Retrieval swallows persistence errors, so failures are collected and fail the test here."""
     from prme_core.retrieval import pipeline

@@ -207,9 +207,13 @@ class MemoryClient:
             **arguments,
         )
 
-    def get_receipt(self, request_id: Any, owner: str) -> RetrievalReceipt | None:
-        """The saved receipt of a retrieval, or None for a missing or foreign request id."""
-        found = get_receipt(self.store, check_owner(owner), parse_uuid(request_id, "request_id"))
+    def get_receipt(self, request_id: Any, owner: str, *, with_pool: bool = False) -> RetrievalReceipt | None:
+        """The saved receipt of a retrieval, or None for a missing or foreign request id. With
+        ``with_pool`` a version-11 receipt is read with its packed pool (digest verified), so
+        ``replay_pool`` can re-rank it."""
+        if not isinstance(with_pool, bool):
+            raise InvalidInput("with_pool", f"must be true or false, got {with_pool!r}")
+        found = get_receipt(self.store, check_owner(owner), parse_uuid(request_id, "request_id"), with_pool=with_pool)
         return None if found is None else found[0]
 
     # --- feedback -----------------------------------------------------------------------

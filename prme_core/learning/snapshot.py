@@ -32,6 +32,7 @@ from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
 from prme_core.receipts.store import OP_RECEIPT
+from prme_core.receipts.versions import PACKED_POOL_SINCE
 from prme_core.storage.base import Store
 from prme_core.storage.records import StoredOperation
 from prme_core.types import FrozenModel, Owner, Sha256Hex
@@ -331,6 +332,7 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
             node_ids,
             base_ids,
             adjustments,
+            pool_sha256,
         ) in tx.receipt_projection_rows(owner, keys):
             header = {
                 "schema_version": int(schema_version),
@@ -342,6 +344,8 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
                 "fusion": fusion,
                 "candidate_count": int(count),
             }
+            if int(schema_version) >= PACKED_POOL_SINCE:
+                header["pool_sha256"] = pool_sha256
             if request_id in evidence:
                 raise AmbiguousRecord(f"two projections claim request {request_id}; the store needs repair")
             if receipt_checksum != ops[request_id][0]:

@@ -22,13 +22,13 @@ from prme_core.features import FACTOR_NAMES, INTERACTION_COUNT, NEUTRAL_FACTORS,
 from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.receipts.model import (
     CURRENT_SCHEMA_VERSION,
-    CandidatePool,
     ReceiptCandidate,
     RetrievalExecution,
     RetrievalReceipt,
     ScoreProvenance,
     ScoreTrace,
 )
+from prme_core.receipts.pool import PoolColumns, PoolSummary, unrecorded_pool
 from prme_core.receipts.projection import scope_key
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import WEIGHT_FIELDS, PackingConfig, ScoringWeights
@@ -53,24 +53,48 @@ def synthetic_receipt(
     noise: float = 0.15,
     threshold: float = 0.75,
     weights: ScoringWeights | None = None,
+    pool: int = 0,
 ) -> tuple[RetrievalReceipt, set[UUID]]:
-    """A replayable receipt and the set of its candidates planted as relevant."""
+    """A replayable receipt and the set of its candidates planted as relevant.
+
+    With ``pool`` > 0 the request scored that many members (at least ``candidates``) and
+    returned the best ``candidates`` of them; the receipt records the complete pool (session
+    inheritance off), so it can be pool-replayed. Otherwise the pool is not recorded."""
     weights = weights or ScoringWeights()
+    members = max(pool, candidates)
     neutral = [NEUTRAL_FACTORS[name] for name in FACTOR_NAMES] + [0.0] * INTERACTION_COUNT  # no interactions
-    feats = np.array([[rng.random() for _ in range(WEIGHT_COUNT)] + neutral for _ in range(candidates)])
+    feats = np.array([[rng.random() for _ in range(WEIGHT_COUNT)] + neutral for _ in range(members)])
     signal_col = WEIGHT_FIELDS.index(signal)
-    relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(candidates)]) > threshold
-    w = np.tile(np.array(weights.additive_vector()), (candidates, 1))
-    scalars = np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (candidates, 1))
+    relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(members)]) > threshold
+    w = np.tile(np.array(weights.additive_vector()), (members, 1))
+    scalars = np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (members, 1))
     scores = weighted_base_scores(feats, w, scalars)
-    ids = [_uuid(rng) for _ in range(candidates)]
-    paths = [("lexical", "semantic") if rng.random() < 0.5 else ("lexical",) for _ in range(candidates)]
+    ids = [_uuid(rng) for _ in range(members)]
+    paths = [("lexical", "semantic") if rng.random() < 0.5 else ("lexical",) for _ in range(members)]
     path_scores = [min(len(p) / 3.0, 1.0) for p in paths]
     order = sorted(
-        range(candidates), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i], ids[i].int, False)
+        range(members), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i], ids[i].int, False)
     )
+    if pool > 0:
+        columns = PoolColumns.of(
+            tuple(ids[i] for i in order),
+            (),
+            features=feats[order],
+            paths=np.array([1 if len(paths[i]) == 1 else 3 for i in order], dtype=np.uint8),
+            cross_scope=np.zeros(members, dtype=bool),
+            update_eligible=np.zeros(members, dtype=bool),
+            neighbour_offsets=np.zeros(0, dtype=np.int64),
+            neighbour_refs=np.zeros(0, dtype=np.int64),
+            outside_cross_scope=np.zeros(0, dtype=bool),
+        )
+        packed = columns.pack()
+        summary = PoolSummary.describe(columns, packed, depth=members, size=members)
+        packing = PackingConfig(receipt_pool_depth=members, session_context_top_k=0)
+    else:
+        summary, columns, packed = unrecorded_pool(candidates)
+        packing = PackingConfig(receipt_pool_depth=0)
     cands = []
-    for i in order:
+    for i in order[:candidates]:
         trace = ScoreTrace(
             **dict(zip(TRACE_FEATURES, (float(v) for v in feats[i]), strict=True)),
             path_score=path_scores[i],
@@ -96,14 +120,16 @@ def synthetic_receipt(
         result_limit=candidates,
         min_score=0.0,
         scoring=weights,
-        packing=PackingConfig(receipt_pool_depth=0),
+        packing=packing,
         weight_sets=(weights,),
         ranking_policy="score_path_id",
         candidates=tuple(cands),
-        pool=CandidatePool.unrecorded(candidates),
+        pool=summary,
+        packed_pool=packed,
+        pool_columns=columns,
         execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
     )
-    return receipt, {ids[i] for i in range(candidates) if relevant_mask[i]}
+    return receipt, {ids[i] for i in range(members) if relevant_mask[i]}
 
 
 def synthetic_record(

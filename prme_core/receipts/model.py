@@ -26,13 +26,17 @@ claims a later behaviour is rejected:
 10    interaction features (term_coverage, bigram_overlap,         features and weights 0;
       entity_match) in every trace (layout 2) and their weights    no pool
       in scoring and every weight set; packing.receipt_pool_depth
-      and the scored candidate ``pool`` (``receipts.pool``)
+      and the scored candidate ``pool`` inline (``receipts.pool``)
+11    the pool as a summary plus ``sha256`` of its packed columns, inline pool (version 10)
+      which are stored beside the receipt's projection
 ====  ===========================================================  ==========================
 
-Pool (version 10): the scored pool to ``packing.receipt_pool_depth`` members, bound by the
-receipt checksum like everything else in the canonical bytes. ``retrieval.pool_replay`` re-ranks
-it under other weights; that is exact only when ``pool.complete`` (pool size ≤ depth) and
-``pool.replayable`` — a truncated pool lacks members other weights could promote.
+Pool (version 10 inline, version 11 packed): the scored pool to ``packing.receipt_pool_depth``
+members, bound by the receipt checksum (the inline arrays, or the packed columns' digest).
+``retrieval.pool_replay`` re-ranks it under other weights; that is exact only when
+``pool.complete`` (pool size ≤ depth) and ``pool.replayable`` — a truncated pool lacks members
+other weights could promote. A version-11 receipt read back from storage carries its columns
+only when read with them (``attach_pool``, which verifies the digest and the members).
 
 Compactness: each candidate's trace is a positional array (order ``features.layout_for(v)
 .trace_fields``: 11 numbers before version 10, 14 from it) and each
@@ -50,13 +54,14 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from prme_core.canonical import EMPTY_SHA256, assert_finite
 from prme_core.features import INTERACTION_NAMES, RECEIPT_LAYOUTS, TRACE_FEATURES, FeatureLayout, layout_for
-from prme_core.receipts.pool import CandidatePool
+from prme_core.receipts.pool import CandidatePool, PoolColumns, PoolSummary, pool_digest
 from prme_core.receipts.projection import projection_digest
 from prme_core.receipts.replay import ReplayResult, check_replay, replay
 from prme_core.receipts.versions import (
     CURRENT_SCHEMA_VERSION,
     EXECUTION_SINCE,
     MIN_SCHEMA_VERSION,
+    PACKED_POOL_SINCE,
     POOL_SINCE,
     PROVENANCE_SINCE,
     RANK_FUSION_SINCE,
@@ -265,9 +270,11 @@ class RetrievalReceipt(FrozenModel):
     context_sha256: Sha256Hex = EMPTY_SHA256
     context_tokens: int = Field(default=0, ge=0)
     execution: RetrievalExecution | None = None
-    pool: CandidatePool | None = None
+    pool: CandidatePool | PoolSummary | None = None
     projection_sha256: Sha256Hex
     _columns: dict[str, list[Any]] | None = PrivateAttr(default=None)
+    _pool_columns: PoolColumns | None = PrivateAttr(default=None)
+    _pool_packed: bytes | None = PrivateAttr(default=None)
 
     # --- version rules on the raw input -------------------------------------------------
 
@@ -356,18 +363,29 @@ class RetrievalReceipt(FrozenModel):
         check_replay(self)
 
     def _check_pool(self) -> None:
-        pool = self.pool
+        pool, v = self.pool, self.schema_version
         if pool is None:
-            raise ValueError(f"version {self.schema_version} receipts record the scored candidate pool")
+            raise ValueError(f"version {v} receipts record the scored candidate pool")
+        if isinstance(pool, CandidatePool) != (v < PACKED_POOL_SINCE):
+            form = "inline arrays" if v < PACKED_POOL_SINCE else "a summary and the digest of its packed columns"
+            raise ValueError(f"a version {v} receipt records its pool as {form}")
         if pool.depth != self.packing.receipt_pool_depth:
             raise ValueError("pool.depth must equal packing.receipt_pool_depth")
-        if pool.neighbours and self.packing.session_context_top_k == 0:
+        if pool.has_neighbours and self.packing.session_context_top_k == 0:
             raise ValueError("pool.neighbours are recorded only when session inheritance is on")
-        if pool.node_ids and self.packing.session_context_top_k > 0 and not pool.neighbours:
+        if pool.members and self.packing.session_context_top_k > 0 and not pool.has_neighbours:
             raise ValueError("with session inheritance on, a pool records every member's session neighbours")
         if pool.size < len({c.provenance.base_node_id for c in self.candidates if c.provenance}):
             raise ValueError("pool.size is smaller than the number of distinct scored candidates it returned")
-        member = {node: i for i, node in enumerate(pool.node_ids)}
+        if isinstance(pool, CandidatePool):
+            self._check_members(PoolColumns.from_inline(pool))
+
+    def _check_members(self, columns: PoolColumns) -> None:
+        """Every returned candidate's score source is a member with the same trace features
+        (when the pool is complete and replayable, it must be one)."""
+        pool = self.pool
+        assert pool is not None
+        member = {node: i for i, node in enumerate(columns.node_ids)}
         for c in self.candidates:
             p = c.provenance
             if p is None:
@@ -379,8 +397,39 @@ class RetrievalReceipt(FrozenModel):
                         f"candidate {c.node_id}: its score source {p.base_node_id} is not in the complete pool"
                     )
                 continue
-            if p.formula_version == 1 and tuple(p.trace.feature_row()) != pool.features[at]:
+            if p.formula_version == 1 and p.trace.feature_row() != tuple(columns.features[at].tolist()):
                 raise ValueError(f"candidate {c.node_id}: its trace features differ from pool member {at}")
+
+    # --- the pool's columns -------------------------------------------------------------
+
+    def pool_columns(self) -> PoolColumns | None:
+        """The pool's arrays: parsed from the inline pool (version 10), or the packed columns
+        this receipt was built or read with (version 11); None when it has none at hand."""
+        if self._pool_columns is None and isinstance(self.pool, CandidatePool):
+            self._pool_columns = PoolColumns.from_inline(self.pool)
+        return self._pool_columns
+
+    def packed_pool(self) -> bytes | None:
+        """The stored form of a version-11 pool (None before version 11 or when not at hand)."""
+        return self._pool_packed
+
+    def attach_pool(self, packed: bytes, columns: PoolColumns | None = None) -> RetrievalReceipt:
+        """Bind a version-11 receipt to its packed pool columns: the digest must be the one the
+        receipt records and the columns must agree with the summary and with every returned
+        candidate's features. ``columns``, when the caller built them with ``packed`` (the
+        pipeline), are checked instead of parsed again. Raises ``ValueError`` naming the
+        mismatch; returns ``self``."""
+        pool = self.pool
+        if not isinstance(pool, PoolSummary):
+            raise ValueError(f"a version {self.schema_version} receipt has no packed pool to attach")
+        if pool_digest(packed) != pool.sha256:
+            raise ValueError("the packed pool does not match the digest its receipt records")
+        columns = PoolColumns.unpack(packed) if columns is None else columns.check()
+        if not pool.matches(columns):
+            raise ValueError("the packed pool's member, outside and neighbour counts disagree with its summary")
+        self._check_members(columns)
+        self._pool_columns, self._pool_packed = columns, bytes(packed)
+        return self
 
     def __eq__(self, other: object) -> bool:
         # Equality is by field values; the private projection cache must not take part.
@@ -391,11 +440,18 @@ class RetrievalReceipt(FrozenModel):
     @classmethod
     def build(cls, **fields: Any) -> RetrievalReceipt:
         """Validate a new receipt and fill in its ``projection_sha256`` (computed from the
-        validated candidates, so every other invariant is checked exactly once)."""
+        validated candidates, so every other invariant is checked exactly once). A version-11
+        receipt takes its pool's packed columns as ``packed_pool`` and is bound to them."""
+        packed = fields.pop("packed_pool", None)
+        columns = fields.pop("pool_columns", None)
         draft = cls.model_validate({**fields, "projection_sha256": "0" * 64}, context={"prme_draft": True})
         digest = projection_digest(draft)
         receipt = draft.model_copy(update={"projection_sha256": digest})
         receipt._columns = draft._columns
+        if packed is not None:
+            receipt.attach_pool(packed, columns)
+        elif isinstance(receipt.pool, PoolSummary):
+            raise ValueError("a version 11 receipt is built with its packed pool (packed_pool=...)")
         return receipt
 
     # --- canonical form -----------------------------------------------------------------

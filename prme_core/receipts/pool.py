@@ -1,21 +1,33 @@
-"""The scored candidate pool a version-10 receipt records (ids, features and flags; no text).
+"""The scored candidate pool a receipt records, so learning can re-rank it exactly (pool replay).
 
 Members are the first ``min(size, depth)`` pool members in base order (formula-1 score with the
-current-update operation, then path score, then id), recorded as parallel arrays. Together with
-the receipt's request (scoring, packing, ``min_score``, limit, recorded multipliers) they are
-everything ``retrieval.pool_replay`` needs to re-rank the pool under other weights through the
-pipeline's own ranking code:
+current-update operation, then path score, then id). Together with the receipt's request
+(scoring, packing, ``min_score``, limit, recorded multipliers) they are everything
+``retrieval.pool_replay`` needs to re-rank the pool under other weights through the pipeline's
+own ranking code:
 
-* ``features`` — each member's trace features (the layout's ``features`` order);
+* ``node_ids`` and ``features`` — each member's identity and trace features (the layout's
+  ``features`` order);
 * ``paths`` — generation paths as a bit mask (``retrieval.ranking.PATH_BITS``); the path score
   is a function of them;
-* ``cross_scope`` / ``update_eligible`` — member indices that are cross-scope hints, and that the
+* ``cross_scope`` / ``update_eligible`` — members that are cross-scope hints, and that the
   current-update operation may boost (current-state query, newest memory time, update wording);
 * ``current_state`` / ``episodic`` — which query-specific recency redistribution applies;
 * ``neighbours`` — when session inheritance is on, each member's eligible session neighbours
   within the window, as indices: below the member count a member, otherwise
   ``outside_ids[i - members]`` (neighbours may lie outside the pool), with their cross-scope
   flags in ``outside_cross_scope``.
+
+Two representations, one set of rules (``PoolColumns.check``):
+
+* **version 10** (``CandidatePool``): the arrays inline in the receipt's canonical JSON. Kept
+  readable so version-10 receipts keep their bytes and checksums; no longer written.
+* **version 11** (``PoolSummary`` + ``PoolColumns``): the receipt's JSON records only the
+  summary (depth, size, flags, counts) and ``sha256`` of the packed columns; the columns are
+  stored beside the receipt's projection in one binary row (``PoolColumns.pack``) — about a
+  third of the JSON's size, written without encoding thousands of floats as text, and read by
+  learning without parsing JSON. The receipt checksum covers the digest, so a changed column
+  fails closed.
 
 Re-ranking is exact only when ``complete`` (size ≤ depth): a truncated pool lacks members that
 other weights could promote. ``replayable`` is false, with a reason, when the request used a
@@ -24,18 +36,271 @@ step whose inputs are not recorded (neural reranker, episode routing) or rank fu
 
 from __future__ import annotations
 
+import hashlib
+import struct
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import numpy as np
 from pydantic import Field, model_validator
 
+from prme_core.canonical import canonical_json, parse_json
 from prme_core.receipts.versions import FEATURE_LAYOUT
-from prme_core.types import FrozenModel
+from prme_core.types import FrozenModel, Sha256Hex
 
 PoolReason = Literal["neural_reranker", "episode_routing", "rank_fusion", "not_recorded"]
 _INTERACTIONS = slice(len(FEATURE_LAYOUT.weights) + len(FEATURE_LAYOUT.factors), len(FEATURE_LAYOUT.features))
 MAX_POOL_DEPTH = 1000
+PACKED_POOL_FORMAT = 1
 Index = Annotated[int, Field(ge=0)]
+
+
+@dataclass(frozen=True, eq=False)
+class PoolColumns:
+    """The pool's members as arrays (both versions): what replay and learning read.
+
+    Node identities are kept as packed 16-byte UUIDs (``node_bytes``, ``outside_bytes``;
+    ``node_ids``/``outside_ids`` decode them on first use), so reading thousands of pools never
+    builds millions of UUID objects. ``neighbour_offsets`` is empty when session inheritance is
+    off; otherwise member ``i``'s neighbours are ``neighbour_refs[offsets[i]:offsets[i + 1]]``
+    (indices into members, then outside nodes)."""
+
+    node_bytes: bytes
+    features: np.ndarray  # (members, features) float64
+    paths: np.ndarray  # (members,) uint8 path masks
+    cross_scope: np.ndarray  # (members,) bool
+    update_eligible: np.ndarray  # (members,) bool
+    neighbour_offsets: np.ndarray  # (members + 1,) int64, or (0,)
+    neighbour_refs: np.ndarray  # int64
+    outside_bytes: bytes
+    outside_cross_scope: np.ndarray  # (outside,) bool
+    _decoded: dict[str, tuple[UUID, ...]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, node_ids: tuple[UUID, ...], outside_ids: tuple[UUID, ...], **arrays: np.ndarray) -> PoolColumns:
+        return cls(
+            node_bytes=b"".join(u.bytes for u in node_ids),
+            outside_bytes=b"".join(u.bytes for u in outside_ids),
+            **arrays,
+        )
+
+    @property
+    def members(self) -> int:
+        return len(self.node_bytes) // 16
+
+    @property
+    def outside(self) -> int:
+        return len(self.outside_bytes) // 16
+
+    @property
+    def node_ids(self) -> tuple[UUID, ...]:
+        return self._ids("node_bytes")
+
+    @property
+    def outside_ids(self) -> tuple[UUID, ...]:
+        return self._ids("outside_bytes")
+
+    def _ids(self, name: str) -> tuple[UUID, ...]:
+        found = self._decoded.get(name)
+        if found is None:
+            raw = getattr(self, name)
+            found = self._decoded[name] = tuple(UUID(bytes=raw[i : i + 16]) for i in range(0, len(raw), 16))
+        return found
+
+    def id_keys(self) -> np.ndarray:
+        """(members + outside, 2) uint64: each node id as (high, low) 64-bit halves, which sort
+        exactly like the UUID's integer (the pipeline's final tie-break)."""
+        raw = np.frombuffer(self.node_bytes + self.outside_bytes, dtype=">u8").reshape(-1, 2)
+        return raw.astype(np.uint64)
+
+    @property
+    def has_neighbours(self) -> bool:
+        return self.neighbour_offsets.size > 0
+
+    def neighbours_of(self, i: int) -> np.ndarray:
+        if not self.has_neighbours:
+            return self.neighbour_refs[:0]
+        return self.neighbour_refs[self.neighbour_offsets[i] : self.neighbour_offsets[i + 1]]
+
+    def check(self) -> PoolColumns:
+        """Raise ``ValueError`` unless the arrays form a consistent pool (the rules both
+        representations share); returns itself. Vectorized: learning checks every pool it reads."""
+        m, o = self.members, self.outside
+        width = len(FEATURE_LAYOUT.features)
+        if len(self.node_bytes) % 16 or len(self.outside_bytes) % 16:
+            raise ValueError("pool node ids are 16-byte UUIDs")
+        if self.features.shape != (m, width):
+            raise ValueError(f"each pool member records {width} features in the order {FEATURE_LAYOUT.features}")
+        if len(self.paths) != m or len(self.cross_scope) != m or len(self.update_eligible) != m:
+            raise ValueError("pool.features and pool.paths hold one entry per member")
+        if len(self.outside_cross_scope) != o:
+            raise ValueError("pool.outside_cross_scope holds one flag per outside node")
+        ids = np.frombuffer(self.node_bytes + self.outside_bytes, dtype="V16")
+        if np.unique(ids).size != ids.size:
+            raise ValueError("pool members and outside neighbours are distinct nodes")
+        if m and not np.all(np.isfinite(self.features)):
+            raise ValueError("pool features are finite numbers")
+        interactions = self.features[:, _INTERACTIONS]
+        if m and not np.all((interactions >= 0.0) & (interactions <= 1.0)):
+            raise ValueError("interaction features lie in [0, 1]")
+        if m and not np.all((self.paths >= 1) & (self.paths <= 7)):
+            raise ValueError("pool.paths are generation-path masks in 1..7")
+        if not self.has_neighbours:
+            if self.neighbour_refs.size or o:
+                raise ValueError("outside nodes are session neighbours; this pool records none")
+            return self
+        offsets, refs = self.neighbour_offsets, self.neighbour_refs
+        if offsets.size != m + 1 or offsets[0] != 0 or offsets[-1] != refs.size or np.any(np.diff(offsets) < 0):
+            raise ValueError("pool.neighbours holds one list per member, or none when session inheritance is off")
+        bound = m + o
+        owner = np.repeat(np.arange(m), np.diff(offsets))
+        bad = (refs < 0) | (refs >= bound) | (refs == owner)
+        keys = owner * bound + refs
+        if np.any(bad) or np.unique(keys).size != keys.size:
+            first = int(owner[np.flatnonzero(bad)[0]]) if np.any(bad) else int(owner[0])
+            raise ValueError(f"pool.neighbours[{first}] names a member or outside node that does not exist")
+        if o and np.unique(refs[refs >= m]).size != o:
+            raise ValueError("every outside node is some member's session neighbour")
+        return self
+
+    # --- version 11: the packed binary row ----------------------------------------------
+
+    def pack(self) -> bytes:
+        """The stored form: a length-prefixed canonical-JSON header, then little-endian blocks
+        (ids as 16-byte UUIDs, each feature column as float64 — a column whose members all
+        share one value is stored once and named in ``constant`` —, path masks, flags, the
+        neighbour offsets and references as int32)."""
+        m = self.members
+        f = np.ascontiguousarray(self.features, dtype="<f8").reshape(m, self.features.shape[1])
+        constant = [j for j in range(f.shape[1]) if m and np.all(f[:, j] == f[0, j])]
+        header = {
+            "format": PACKED_POOL_FORMAT,
+            "members": m,
+            "outside": self.outside,
+            "features": int(f.shape[1]),
+            "constant": constant,
+            "neighbour_refs": int(self.neighbour_refs.size) if self.has_neighbours else -1,
+        }
+        head = canonical_json(header)
+        blocks = [struct.pack("<I", len(head)), head]
+        blocks += [self.node_bytes, self.outside_bytes]
+        for j in range(f.shape[1]):
+            blocks.append(f[:1, j].tobytes() if j in constant else f[:, j].tobytes())
+        flags = self.cross_scope.astype(np.uint8) | (self.update_eligible.astype(np.uint8) << 1)
+        blocks += [
+            self.paths.astype(np.uint8).tobytes(),
+            flags.tobytes(),
+            self.outside_cross_scope.astype(np.uint8).tobytes(),
+        ]
+        if self.has_neighbours:
+            blocks += [self.neighbour_offsets.astype("<i4").tobytes(), self.neighbour_refs.astype("<i4").tobytes()]
+        return b"".join(blocks)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> PoolColumns:
+        """Parse and check a packed row; raises ``ValueError`` naming what is wrong."""
+        reader = _Reader(data)
+        (head_length,) = struct.unpack("<I", reader.take(4))
+        try:
+            header = parse_json(reader.take(head_length))
+        except ValueError as exc:
+            raise ValueError(f"the packed pool header is not JSON: {exc}") from None
+        expected = {"format", "members", "outside", "features", "constant", "neighbour_refs"}
+        if not isinstance(header, dict) or set(header) != expected or header["format"] != PACKED_POOL_FORMAT:
+            raise ValueError(
+                f"the packed pool header must be format {PACKED_POOL_FORMAT} with fields {sorted(expected)}"
+            )
+        m, o, width, refs = (header[k] for k in ("members", "outside", "features", "neighbour_refs"))
+        constant = header["constant"]
+        ints = (m, o, width, refs)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in ints) or min(m, o, width) < 0 or refs < -1:
+            raise ValueError("the packed pool header's counts are not non-negative integers")
+        if (
+            not isinstance(constant, list)
+            or constant != sorted(set(constant))
+            or any(not isinstance(j, int) or not 0 <= j < width for j in constant)
+        ):
+            raise ValueError("the packed pool header's constant columns are not sorted column indices")
+        node_bytes = reader.take(16 * m)
+        outside_bytes = reader.take(16 * o)
+        features = np.empty((m, width), dtype=np.float64)
+        for j in range(width):
+            column = np.frombuffer(reader.take(8 if j in constant else 8 * m), dtype="<f8")
+            features[:, j] = column[0] if j in constant and m else column
+        paths = np.frombuffer(reader.take(m), dtype=np.uint8).copy()
+        flags = np.frombuffer(reader.take(m), dtype=np.uint8)
+        outside_cross = np.frombuffer(reader.take(o), dtype=np.uint8)
+        if np.any(flags > 3) or np.any(outside_cross > 1):
+            raise ValueError("the packed pool's flags hold values other than 0 and 1")
+        if refs >= 0:
+            offsets = np.frombuffer(reader.take(4 * (m + 1)), dtype="<i4").astype(np.int64)
+            neighbour_refs = np.frombuffer(reader.take(4 * refs), dtype="<i4").astype(np.int64)
+        else:
+            offsets = neighbour_refs = np.zeros(0, dtype=np.int64)
+        reader.finish()
+        return cls(
+            node_bytes=node_bytes,
+            features=features,
+            paths=paths,
+            cross_scope=(flags & 1).astype(bool),
+            update_eligible=(flags & 2).astype(bool),
+            neighbour_offsets=offsets,
+            neighbour_refs=neighbour_refs,
+            outside_bytes=outside_bytes,
+            outside_cross_scope=outside_cross.astype(bool),
+        ).check()
+
+    # --- version 10: the inline model ---------------------------------------------------
+
+    @classmethod
+    def from_inline(cls, pool: CandidatePool) -> PoolColumns:
+        m = len(pool.node_ids)
+        offsets: list[int] = [0]
+        refs: list[int] = []
+        for own in pool.neighbours:
+            refs.extend(own)
+            offsets.append(len(refs))
+        return cls.of(
+            tuple(pool.node_ids),
+            tuple(pool.outside_ids),
+            features=np.array(pool.features, dtype=np.float64).reshape(m, -1)
+            if m
+            else np.zeros((0, len(FEATURE_LAYOUT.features))),
+            paths=np.array(pool.paths, dtype=np.uint8),
+            cross_scope=_mask(pool.cross_scope, m),
+            update_eligible=_mask(pool.update_eligible, m),
+            neighbour_offsets=np.array(offsets if pool.neighbours else [], dtype=np.int64),
+            neighbour_refs=np.array(refs, dtype=np.int64),
+            outside_cross_scope=_mask(pool.outside_cross_scope, len(pool.outside_ids)),
+        )
+
+
+def pool_digest(packed: bytes) -> str:
+    """SHA-256 of a packed pool row (what a version-11 receipt's ``pool.sha256`` records)."""
+    return hashlib.sha256(packed).hexdigest()
+
+
+def _mask(indices: tuple[int, ...], n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[list(indices)] = True
+    return out
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = memoryview(data), 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.data):
+            raise ValueError("the packed pool is truncated")
+        out = self.data[self.at : self.at + n].tobytes()
+        self.at += n
+        return out
+
+    def finish(self) -> None:
+        if self.at != len(self.data):
+            raise ValueError(f"the packed pool has {len(self.data) - self.at} bytes past its last block")
 
 
 def _sorted_unique_in_range(values: tuple[int, ...], bound: int, name: str) -> None:
@@ -43,8 +308,8 @@ def _sorted_unique_in_range(values: tuple[int, ...], bound: int, name: str) -> N
         raise ValueError(f"pool.{name} must be sorted unique indices below {bound}")
 
 
-class CandidatePool(FrozenModel):
-    """See the module docstring. Every field is required: a pool missing one fails to load."""
+class _PoolFacts(FrozenModel):
+    """What both representations record in the receipt's JSON about the pool as a whole."""
 
     depth: int = Field(ge=0, le=MAX_POOL_DEPTH)
     size: int = Field(ge=0)
@@ -53,14 +318,6 @@ class CandidatePool(FrozenModel):
     reason: PoolReason | None = None
     current_state: bool
     episodic: bool
-    node_ids: tuple[UUID, ...]
-    features: tuple[tuple[float, ...], ...]
-    paths: tuple[Annotated[int, Field(ge=1, le=7)], ...]
-    cross_scope: tuple[Index, ...]
-    update_eligible: tuple[Index, ...]
-    neighbours: tuple[tuple[Index, ...], ...]
-    outside_ids: tuple[UUID, ...]
-    outside_cross_scope: tuple[Index, ...]
 
     @model_validator(mode="before")
     @classmethod
@@ -71,67 +328,130 @@ class CandidatePool(FrozenModel):
                 raise ValueError(f"a candidate pool must record {missing[0]} explicitly")
         return data
 
+    def _check_facts(self, members: int) -> None:
+        if self.complete != (self.size <= self.depth):
+            raise ValueError("pool.complete must say whether the pool size is at most its depth")
+        if members != min(self.size, self.depth):
+            raise ValueError("a pool records min(size, depth) members")
+        if self.replayable == (self.reason is not None):
+            raise ValueError("a pool names a reason exactly when it is not replayable")
+
+    def canonical_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class CandidatePool(_PoolFacts):
+    """The version-10 pool: the arrays inline (see the module docstring). Every field is
+    required: a pool missing one fails to load."""
+
+    node_ids: tuple[UUID, ...]
+    features: tuple[tuple[float, ...], ...]
+    paths: tuple[Annotated[int, Field(ge=1, le=7)], ...]
+    cross_scope: tuple[Index, ...]
+    update_eligible: tuple[Index, ...]
+    neighbours: tuple[tuple[Index, ...], ...]
+    outside_ids: tuple[UUID, ...]
+    outside_cross_scope: tuple[Index, ...]
+
     @model_validator(mode="after")
     def _consistent(self) -> CandidatePool:
         m = len(self.node_ids)
-        if self.complete != (self.size <= self.depth):
-            raise ValueError("pool.complete must say whether the pool size is at most its depth")
-        if m != min(self.size, self.depth):
-            raise ValueError("a pool records min(size, depth) members")
+        self._check_facts(m)
         if len(self.features) != m or len(self.paths) != m:
             raise ValueError("pool.features and pool.paths hold one entry per member")
-        if self.replayable == (self.reason is not None):
-            raise ValueError("a pool names a reason exactly when it is not replayable")
-        if (
-            len(set(self.node_ids)) != m
-            or len(set(self.outside_ids)) != len(self.outside_ids)
-            or set(self.node_ids) & set(self.outside_ids)
-        ):
-            raise ValueError("pool members and outside neighbours are distinct nodes")
         width = len(FEATURE_LAYOUT.features)
-        for row in self.features:
-            if len(row) != width:
-                raise ValueError(f"each pool member records {width} features in the order {FEATURE_LAYOUT.features}")
-            if not all(0.0 <= v <= 1.0 for v in row[_INTERACTIONS]):
-                raise ValueError("interaction features lie in [0, 1]")
+        if any(len(row) != width for row in self.features):
+            raise ValueError(f"each pool member records {width} features in the order {FEATURE_LAYOUT.features}")
         _sorted_unique_in_range(self.cross_scope, m, "cross_scope")
         _sorted_unique_in_range(self.update_eligible, m, "update_eligible")
         _sorted_unique_in_range(self.outside_cross_scope, len(self.outside_ids), "outside_cross_scope")
-        if self.neighbours:
-            if len(self.neighbours) != m:
-                raise ValueError("pool.neighbours holds one list per member, or none when session inheritance is off")
-            bound = m + len(self.outside_ids)
-            used: set[int] = set()
-            for i, refs in enumerate(self.neighbours):
-                if any(r >= bound or r == i for r in refs) or len(set(refs)) != len(refs):
-                    raise ValueError(f"pool.neighbours[{i}] names a member or outside node that does not exist")
-                used.update(refs)
-            if any(m + j not in used for j in range(len(self.outside_ids))):
-                raise ValueError("every outside node is some member's session neighbour")
-        elif self.outside_ids:
+        if self.neighbours and len(self.neighbours) != m:
+            raise ValueError("pool.neighbours holds one list per member, or none when session inheritance is off")
+        PoolColumns.from_inline(self).check()
+        return self
+
+    @property
+    def members(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def outside(self) -> int:
+        return len(self.outside_ids)
+
+    @property
+    def has_neighbours(self) -> bool:
+        return bool(self.neighbours)
+
+
+class PoolSummary(_PoolFacts):
+    """The version-11 pool as the receipt's JSON records it: the facts, the member and outside
+    counts, whether neighbours are recorded, and ``sha256`` of the packed columns."""
+
+    members: int = Field(ge=0)
+    outside: int = Field(ge=0)
+    has_neighbours: bool
+    sha256: Sha256Hex
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolSummary:
+        self._check_facts(self.members)
+        if self.outside and not self.has_neighbours:
             raise ValueError("outside nodes are session neighbours; this pool records none")
         return self
 
     @classmethod
-    def unrecorded(cls, size: int, reason: PoolReason = "not_recorded") -> CandidatePool:
-        """A depth-0 pool: only its size is known (synthetic receipts, recording off)."""
+    def describe(
+        cls,
+        columns: PoolColumns,
+        packed: bytes,
+        *,
+        depth: int,
+        size: int,
+        reason: PoolReason | None = None,
+        current_state: bool = False,
+        episodic: bool = False,
+    ) -> PoolSummary:
+        """The summary of ``columns`` (stored as ``packed``) for a pool of ``size`` members
+        recorded to ``depth``; a pool is replayable exactly when no ``reason`` says otherwise."""
         return cls(
-            depth=0,
+            depth=depth,
             size=size,
-            complete=size == 0,
-            replayable=False,
+            complete=size <= depth,
+            replayable=reason is None,
             reason=reason,
-            current_state=False,
-            episodic=False,
-            node_ids=(),
-            features=(),
-            paths=(),
-            cross_scope=(),
-            update_eligible=(),
-            neighbours=(),
-            outside_ids=(),
-            outside_cross_scope=(),
+            current_state=current_state,
+            episodic=episodic,
+            members=columns.members,
+            outside=columns.outside,
+            has_neighbours=columns.has_neighbours,
+            sha256=pool_digest(packed),
         )
 
-    def canonical_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+    def matches(self, columns: PoolColumns) -> bool:
+        return (columns.members, columns.outside, columns.has_neighbours) == (
+            self.members,
+            self.outside,
+            self.has_neighbours,
+        )
+
+
+def unrecorded_pool(size: int, reason: PoolReason = "not_recorded") -> tuple[PoolSummary, PoolColumns, bytes]:
+    """A depth-0 version-11 pool: only its size is known (synthetic receipts, recording off)."""
+    columns = empty_columns()
+    packed = columns.pack()
+    return PoolSummary.describe(columns, packed, depth=0, size=size, reason=reason), columns, packed
+
+
+def empty_columns() -> PoolColumns:
+    none = np.zeros(0, dtype=bool)
+    return PoolColumns(
+        node_bytes=b"",
+        features=np.zeros((0, len(FEATURE_LAYOUT.features))),
+        paths=np.zeros(0, dtype=np.uint8),
+        cross_scope=none,
+        update_eligible=none,
+        neighbour_offsets=np.zeros(0, dtype=np.int64),
+        neighbour_refs=np.zeros(0, dtype=np.int64),
+        outside_bytes=b"",
+        outside_cross_scope=none,
+    )

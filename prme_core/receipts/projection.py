@@ -24,7 +24,7 @@ import numpy as np
 
 from prme_core.canonical import canonical_json
 from prme_core.features import FeatureLayout, layout_for
-from prme_core.receipts.versions import FEATURE_LAYOUT
+from prme_core.receipts.versions import FEATURE_LAYOUT, PACKED_POOL_SINCE
 from prme_core.types import sorted_unique
 
 FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order (current layout)
@@ -59,6 +59,7 @@ class Projectable(Protocol):
     scoring: Any  # ``ScoringWeights``: its ``fusion``
     weight_sets: Sequence[Any]  # the applied ``ScoringWeights``
     candidates: Sequence[Any]  # ``ReceiptCandidate``s
+    pool: Any  # version 11: a ``PoolSummary`` (its ``sha256`` enters the header)
     _columns: dict[str, list[Any]] | None  # the model's cache of ``candidate_columns``
 
 
@@ -68,7 +69,9 @@ def scope_key(scopes: Sequence[str]) -> str:
 
 
 def receipt_header(receipt: Projectable) -> dict[str, Any]:
-    return {
+    """The projection's header; from version 11 on it names the packed pool's digest, so the
+    projection row binds the pool row (versions before 11 keep exactly their old header)."""
+    header = {
         "schema_version": receipt.schema_version,
         "request_id": str(receipt.request_id),
         "owner": receipt.owner,
@@ -78,6 +81,9 @@ def receipt_header(receipt: Projectable) -> dict[str, Any]:
         "fusion": receipt.scoring.fusion,
         "candidate_count": len(receipt.candidates),
     }
+    if receipt.schema_version >= PACKED_POOL_SINCE:
+        header["pool_sha256"] = receipt.pool.sha256
+    return header
 
 
 def candidate_columns(receipt: Projectable) -> dict[str, list[Any]]:

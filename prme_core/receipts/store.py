@@ -8,7 +8,7 @@ same for many receipts with one multi-row statement per table (bulk loads, bench
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import ValidationError
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict
 from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.pool import PoolColumns, PoolSummary, pool_digest
 from prme_core.receipts.projection import packed_projection, scope_key
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
@@ -56,6 +57,8 @@ def _projection_row(receipt: RetrievalReceipt, checksum: str) -> tuple:
         packed.node_ids,
         packed.base_node_ids,
         packed.adjustments,
+        packed.header.get("pool_sha256"),
+        receipt.packed_pool(),
     )
 
 
@@ -109,13 +112,51 @@ def parse_receipt(op: StoredOperation, owner: str) -> RetrievalReceipt:
     return receipt
 
 
-def get_receipt(store: Store, owner: str, request_id: UUID) -> tuple[RetrievalReceipt, str] | None:
-    """(receipt, checksum) for the owner's request id, or None when missing or foreign."""
+def get_receipt(
+    store: Store, owner: str, request_id: UUID, *, with_pool: bool = False
+) -> tuple[RetrievalReceipt, str] | None:
+    """(receipt, checksum) for the owner's request id, or None when missing or foreign. With
+    ``with_pool`` a version-11 receipt comes bound to its packed pool (digest verified)."""
     with store.transaction() as tx:
         op = tx.find_operation(owner, OP_RECEIPT, str(request_id))
+        rows = list(tx.receipt_pool_rows(owner, [str(request_id)])) if op is not None and with_pool else []
     if op is None:
         return None
-    return parse_receipt(op, owner), op.checksum
+    receipt = parse_receipt(op, owner)
+    if with_pool and isinstance(receipt.pool, PoolSummary):
+        packed = _verified_pool(rows[0] if rows else None, str(request_id), op.checksum, receipt.pool.sha256)
+        try:
+            receipt.attach_pool(packed)
+        except ValueError as exc:
+            raise CorruptRecord(f"the packed pool of receipt {request_id} is inconsistent ({exc}); restore it") from exc
+    return receipt, op.checksum
+
+
+def _verified_pool(row: tuple | None, request_id: str, checksum: str, pool_sha256: str) -> bytes:
+    """The packed pool of a stored row, checked against the receipt it must belong to."""
+    if row is None:
+        raise CorruptRecord(f"receipt {request_id} records a packed pool, but its pool row is missing; restore it")
+    _, receipt_checksum, stored_sha, packed = row
+    packed = bytes(packed)
+    if receipt_checksum != checksum or stored_sha != pool_sha256 or pool_digest(packed) != pool_sha256:
+        raise CorruptRecord(f"the packed pool of receipt {request_id} does not match the receipt; restore it")
+    return packed
+
+
+def load_pool_columns(store: Store, owner: str, expected: Mapping[str, tuple[str, str]]) -> dict[str, PoolColumns]:
+    """Packed pools of version-11 receipts, parsed and checked: ``expected`` maps each request id
+    to (receipt checksum, pool digest) from already verified evidence (a snapshot's projections).
+    A missing, foreign or changed pool raises ``CorruptRecord``; nothing degrades to a guess."""
+    found: dict[str, PoolColumns] = {}
+    with store.transaction(read_only=True) as tx:
+        rows = {row[0]: row for row in tx.receipt_pool_rows(owner, list(expected))}
+    for request_id, (checksum, pool_sha256) in expected.items():
+        packed = _verified_pool(rows.get(request_id), request_id, checksum, pool_sha256)
+        try:
+            found[request_id] = PoolColumns.unpack(packed)
+        except ValueError as exc:
+            raise CorruptRecord(f"the packed pool of receipt {request_id} is malformed ({exc}); restore it") from exc
+    return found
 
 
 def get_receipts(store: Store, owner: str, request_ids: Sequence[UUID]) -> dict[UUID, tuple[RetrievalReceipt, str]]:

@@ -105,5 +105,8 @@ class PackingConfig(FrozenModel):
     episode_context_top_k: Annotated[int, Field(ge=0, le=50)] = 0
     episode_context_local_k: Annotated[int, Field(ge=1, le=64)] = 8
     episode_context_score_decay: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
-    # How many scored pool members a version-10 receipt records for pool replay (0 = none).
-    receipt_pool_depth: Annotated[int, Field(ge=0, le=MAX_RECEIPT_POOL_DEPTH)] = 100
+    # How many scored pool members a receipt records for pool replay (0 = none). The lexical and
+    # semantic channels propose up to 100 each (retrieval.candidates), so pools hold up to ~200
+    # members plus graph neighbours: 250 keeps them complete, which exact pool replay needs
+    # (at depth 100 no LoCoMo pool was complete; see the issue-15 note).
+    receipt_pool_depth: Annotated[int, Field(ge=0, le=MAX_RECEIPT_POOL_DEPTH)] = 250

@@ -33,7 +33,6 @@ from prme_core.features import EPISTEMIC_INDEX, INTERACTION_NAMES, TRACE_FEATURE
 from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import (
     CURRENT_SCHEMA_VERSION,
-    CandidatePool,
     RankFusion,
     ReceiptCandidate,
     RetrievalExecution,
@@ -42,6 +41,7 @@ from prme_core.receipts.model import (
     ScoreProvenance,
     ScoreTrace,
 )
+from prme_core.receipts.pool import PoolColumns, PoolSummary
 from prme_core.receipts.store import persist_receipt
 from prme_core.retrieval import candidates as generation
 from prme_core.retrieval.bm25 import Bm25Parameters
@@ -290,6 +290,7 @@ class _Run:
         self.pool_rows: list[int] = []
         self.base_order: list[int] = []
         self.current_state = False
+        self.episodic = False  # whether episodic recency redistribution was applied
         self.query_terms = QueryTerms(request.query)
 
     # --- ranking ------------------------------------------------------------------------
@@ -333,7 +334,8 @@ class _Run:
         lexical = bm25 / top_bm25 if top_bm25 > 0.0 else np.zeros(n)
         updating = c.updating[rows]
         current = a.is_current(bool(updating.any()))
-        shifted, self.redistribution = redistribute(req.scoring, current=current, episodic=a.episodic and not current)
+        self.episodic = a.episodic and not current
+        shifted, self.redistribution = redistribute(req.scoring, current=current, episodic=self.episodic)
         self.applied = adjusted_weights(shifted, self.multipliers)
         w = self.applied
         memory_us = c.memory_us()[rows]
@@ -507,6 +509,7 @@ class _Run:
         position = {e.node_id: i for i, e in enumerate(bundle.entries)}
         entries = {e.node_id: e for e in bundle.entries}
         formula = 1 if self.applied.fusion == "weighted" else 2
+        pool, columns, packed = self._pool_record()
         candidates = []
         for r in ranked:
             node = c.uuids[r.row]
@@ -548,11 +551,14 @@ class _Run:
             context_sha256=bundle.context_sha256(),
             context_tokens=bundle.tokens_used,
             execution=RetrievalExecution(parameters=self._parameters(), features=features),
-            pool=self._pool_record(),
+            pool=pool,
+            packed_pool=packed,
+            pool_columns=columns,
         )
 
-    def _pool_record(self) -> CandidatePool:
-        """The scored pool to ``receipt_pool_depth`` members in base order (``receipts.pool``)."""
+    def _pool_record(self) -> tuple[PoolSummary, PoolColumns, bytes]:
+        """The scored pool to ``receipt_pool_depth`` members in base order (``receipts.pool``):
+        its summary for the receipt, its columns, and their packed form."""
         c, req = self.corpus, self.req
         depth, size = req.packing.receipt_pool_depth, len(self.pool_rows)
         reason = (
@@ -566,44 +572,48 @@ class _Run:
         )
         chosen = self.base_order[:depth]
         rows = [self.pool_rows[i] for i in chosen]
-        neighbours: tuple[tuple[int, ...], ...] = ()
+        offsets: list[int] = []
+        refs: list[int] = []
         outside_rows: dict[int, int] = {}
-        outside_cross: list[int] = []
+        outside_cross: list[bool] = []
         if rows and req.packing.session_context_top_k > 0:
             member = {row: j for j, row in enumerate(rows)}
-            lists = []
+            offsets.append(0)
             for row in rows:
-                refs = []
                 for n in self.scored.neighbours(row):
                     j = member.get(n.row)
                     if j is None:
                         j = outside_rows.get(n.row)
                         if j is None:
                             j = outside_rows[n.row] = len(outside_rows)
-                            if n.cross_scope:
-                                outside_cross.append(j)
+                            outside_cross.append(n.cross_scope)
                         j += len(rows)
                     refs.append(j)
-                lists.append(tuple(refs))
-            neighbours = tuple(lists)
+                offsets.append(len(refs))
         eligible = self.scored.update_eligible if rows else ()
-        return CandidatePool(
+        cross = self.scored.cross_scope if rows else ()
+        columns = PoolColumns.of(
+            tuple(c.uuids[r] for r in rows),
+            tuple(c.uuids[r] for r in outside_rows),
+            features=self.features[chosen] if rows else np.zeros((0, len(TRACE_FEATURES))),
+            paths=np.array([path_mask(self.pool.paths[i]) for i in chosen], dtype=np.uint8),
+            cross_scope=np.array([cross[i] for i in chosen], dtype=bool),
+            update_eligible=np.array([bool(eligible[i]) for i in chosen], dtype=bool),
+            neighbour_offsets=np.array(offsets, dtype=np.int64),
+            neighbour_refs=np.array(refs, dtype=np.int64),
+            outside_cross_scope=np.array(outside_cross, dtype=bool),
+        )
+        packed = columns.pack()
+        summary = PoolSummary.describe(
+            columns,
+            packed,
             depth=depth,
             size=size,
-            complete=size <= depth,
-            replayable=reason is None,
             reason=reason,
             current_state=self.current_state,
-            episodic=self.analysis.episodic and not self.current_state,
-            node_ids=tuple(c.uuids[r] for r in rows),
-            features=tuple(map(tuple, self.features[chosen].tolist())) if rows else (),
-            paths=tuple(path_mask(self.pool.paths[i]) for i in chosen),
-            cross_scope=tuple(j for j, i in enumerate(chosen) if self.scored.cross_scope[i]),
-            update_eligible=tuple(j for j, i in enumerate(chosen) if eligible[i]),
-            neighbours=neighbours,
-            outside_ids=tuple(c.uuids[r] for r in outside_rows),
-            outside_cross_scope=tuple(outside_cross),
+            episodic=self.episodic,
         )
+        return summary, columns, packed
 
     def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:
         f = self.features[r.source]

@@ -22,6 +22,7 @@ import numpy as np
 
 from prme_core.errors import ReplayMismatch, ReplayUnavailable
 from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.pool import PoolColumns
 from prme_core.receipts.versions import POOL_SINCE
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import RankingMultipliers, adjusted_weights
@@ -47,31 +48,26 @@ def recorded_multipliers(receipt: RetrievalReceipt) -> RankingMultipliers | None
     return None if raw is None else RankingMultipliers.model_validate(raw)
 
 
-def _scored_pool(receipt: RetrievalReceipt) -> ScoredPool:
-    pool = receipt.pool
-    assert pool is not None
-    m = len(pool.node_ids)
-    members = [n.int for n in pool.node_ids]
-    cross = set(pool.cross_scope)
-    outside_cross = set(pool.outside_cross_scope)
-    keys = members + [n.int for n in pool.outside_ids]
-    cross_of = [i in cross for i in range(m)] + [j in outside_cross for j in range(len(pool.outside_ids))]
-    lists = pool.neighbours
-    neighbour_lists = [[Neighbour(r, keys[r], cross_of[r]) for r in refs] for refs in lists]
+def scored_pool(columns: PoolColumns) -> ScoredPool:
+    """A recorded pool as the arrays ``ranking.rank_pool`` reads (member keys are indices;
+    outside neighbours follow the members)."""
+    m = columns.members
+    keys = [u.int for u in (*columns.node_ids, *columns.outside_ids)]
+    cross_of = [*columns.cross_scope.tolist(), *columns.outside_cross_scope.tolist()]
+    neighbour_lists = [
+        [Neighbour(r, keys[r], cross_of[r]) for r in columns.neighbours_of(i).tolist()] for i in range(m)
+    ]
 
     def neighbours(row: int) -> list[Neighbour]:
-        return neighbour_lists[row] if row < len(neighbour_lists) else []
+        return neighbour_lists[row] if columns.has_neighbours and row < m else []
 
-    eligible = np.zeros(m, dtype=bool)
-    eligible[list(pool.update_eligible)] = True
-    features = np.array(pool.features, dtype=np.float64).reshape(m, -1) if m else np.zeros((0, 0))
     return ScoredPool(
         rows=list(range(m)),
-        node_keys=members,
-        features=features,
-        paths=[mask_paths(p) for p in pool.paths],
-        cross_scope=[i in cross for i in range(m)],
-        update_eligible=eligible,
+        node_keys=keys[:m],
+        features=columns.features,
+        paths=[mask_paths(int(p)) for p in columns.paths],
+        cross_scope=columns.cross_scope.tolist(),
+        update_eligible=columns.update_eligible,
         neighbours=neighbours,
     )
 
@@ -93,6 +89,12 @@ def replay_pool(
             f"this is version {receipt.schema_version}"
         )
     pool = receipt.pool
+    columns = receipt.pool_columns()
+    if columns is None:
+        raise ReplayUnavailable(
+            f"receipt {receipt.request_id} was read without its packed pool; read it with its pool "
+            "(MemoryClient.get_receipt(..., with_pool=True)) to replay it"
+        )
     if not pool.replayable:
         raise ReplayUnavailable(
             f"this receipt's pool is not replayable ({pool.reason}): that step's inputs are not recorded"
@@ -114,7 +116,7 @@ def replay_pool(
         chosen = RankingMultipliers.model_validate(chosen)
     shifted, _ = redistribute(configured, current=pool.current_state, episodic=pool.episodic)
     applied = adjusted_weights(shifted, chosen)
-    scored = _scored_pool(receipt)
+    scored = scored_pool(columns)
     base = formula_scores(scored, applied) if scored.size else np.zeros(0)
     packing = receipt.packing
     ranking = rank_pool(
@@ -126,7 +128,7 @@ def replay_pool(
         min_score=receipt.min_score,
         limit=receipt.result_limit,
     )
-    ids = [*pool.node_ids, *pool.outside_ids]
+    ids = [*columns.node_ids, *columns.outside_ids]
     return PoolRanking(
         node_ids=tuple(ids[r.row] for r in ranking.kept), scores=tuple(r.score for r in ranking.kept), applied=applied
     )
@@ -137,7 +139,7 @@ def check_pool_replay(receipt: RetrievalReceipt) -> bool:
     weights reproduces the returned ids, scores and applied weight set; False when the receipt
     has no such pool (nothing to check), True when it was checked."""
     pool = receipt.pool
-    if pool is None or not pool.replayable or not pool.complete:
+    if pool is None or not pool.replayable or not pool.complete or receipt.pool_columns() is None:
         return False
     result = replay_pool(receipt)
     recorded = (tuple(c.node_id for c in receipt.candidates), tuple(c.score for c in receipt.candidates))

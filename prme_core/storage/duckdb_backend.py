@@ -221,11 +221,11 @@ class DuckDBStore(SqlStore):
 
 
 def _insert_chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:
-    """Consecutive slices of ``rows``, each within the row and text bounds (a single row
-    larger than the text bound is a slice of its own)."""
+    """Consecutive slices of ``rows``, each within the row and text bounds (text and binary
+    values count by length; a single row larger than the text bound is a slice of its own)."""
     start, chars = 0, 0
     for i, row in enumerate(rows):
-        size = sum(len(v) for v in row if isinstance(v, str))
+        size = sum(len(v) for v in row if isinstance(v, str | bytes))
         if i > start and (i - start >= _INSERT_CHUNK_ROWS or chars + size > _INSERT_CHUNK_CHARS):
             yield rows[start:i]
             start, chars = i, 0

@@ -200,6 +200,18 @@ CREATE TRIGGER ranking_pointer_changes_append_only BEFORE UPDATE OR DELETE ON ra
     ),
 )
 
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        6,
+        "the packed candidate pool of version-11 receipts and its digest, beside the receipt's projection "
+        "(both empty for older receipts)",
+        """
+ALTER TABLE receipt_projections ADD COLUMN pool_sha256 TEXT;
+ALTER TABLE receipt_projections ADD COLUMN pool {blob};
+""",
+    ),
+)
+
 BLOB_TYPES = {"duckdb": "BLOB", "postgresql": "BYTEA"}
 
 

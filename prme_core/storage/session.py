@@ -557,13 +557,26 @@ class StoreSession:
         return found
 
     def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
-        """Packed projection rows of receipts, streamed (column order: see receipts.store)."""
+        """Packed projection rows of receipts, streamed (column order: see receipts.store); the
+        pool digest is '' before version 11. The pools themselves are read by ``receipt_pool_rows``."""
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
                 for batch in self.conn.stream_arrow(
                     "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
-                    "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments "
-                    f"FROM receipt_projections WHERE owner = ? AND {where}",
+                    "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments, "
+                    f"coalesce(pool_sha256, '') FROM receipt_projections WHERE owner = ? AND {where}",
+                    [owner, *extra],
+                ):
+                    yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
+
+    def receipt_pool_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple[str, str, str, bytes]]:
+        """(request id, receipt checksum, pool digest, packed pool) of version-11 receipts, streamed;
+        receipts without a packed pool are absent."""
+        for chunk in self._id_batches(request_ids):
+            with self.conn.id_filter("request_id", chunk) as (where, extra):
+                for batch in self.conn.stream_arrow(
+                    "SELECT request_id, receipt_checksum, pool_sha256, pool FROM receipt_projections "
+                    f"WHERE owner = ? AND pool IS NOT NULL AND {where}",
                     [owner, *extra],
                 ):
                     yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
@@ -691,6 +704,8 @@ PROJECTION_COLUMNS = (
     "node_ids",
     "base_node_ids",
     "adjustments",
+    "pool_sha256",
+    "pool",
 )
 ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))
 """Every stored column of a node version but the owner (the digest names it once) and the content

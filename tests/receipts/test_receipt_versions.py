@@ -126,8 +126,15 @@ def retrieved() -> RetrievalReceipt:
 
 
 def test_checksums_file_pins_exactly_the_golden_fixture_files():
-    assert set(PINNED) == {mf.fixture_name(v) for v in VERSIONS}
-    assert {p.name for p in FIXTURES.glob("receipt-v*.json")} == set(PINNED)
+    assert set(PINNED) == {mf.fixture_name(v) for v in VERSIONS} | {mf.POOL_FIXTURE}
+    assert {p.name for p in FIXTURES.glob("receipt-v*")} == set(PINNED)
+
+
+def test_golden_packed_pool_is_pinned_and_reproduced_by_the_generator():
+    data = (FIXTURES / mf.POOL_FIXTURE).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == PINNED[mf.POOL_FIXTURE]
+    assert mf.golden_bytes()[mf.POOL_FIXTURE] == data
+    assert golden_receipt(11).pool.sha256 == PINNED[mf.POOL_FIXTURE]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1,4 +1,7 @@
-"""Schema version 10: interaction features, the recorded candidate pool and pool replay.
+"""Schema versions 10 and 11: interaction features, the recorded candidate pool and pool replay.
+
+Version 10 recorded the pool inline (kept readable: the golden fixture); version 11, what new
+receipts use, records a summary bound by digest to the pool's packed columns.
 
 The property test is the contract of pool replay: on a real store (both backends) with a small
 conversational corpus in sessions, re-ranking a complete recorded pool under other admissible
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 import numpy as np
 import orjson
@@ -26,6 +30,7 @@ from prme_core.learning.observations import prepare
 from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.learning.synthetic import synthetic_record
 from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.pool import PoolColumns
 from prme_core.receipts.store import get_receipt, parse_receipt, persist_receipt, receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.interaction import QueryTerms, name_terms
@@ -151,7 +156,7 @@ def test_pool_replay_under_other_weights_equals_a_fresh_retrieval(
         packing={"session_context_top_k": session_top_k},
     )
     recorded = client.retrieve(query, **args).receipt
-    assert recorded.schema_version == 10 and recorded.pool.complete and recorded.pool.replayable
+    assert recorded.schema_version == 11 and recorded.pool.complete and recorded.pool.replayable
     assert check_pool_replay(recorded)
     weights = ScoringWeights.model_validate({**recorded.scoring.model_dump(), **other})
     replayed = replay_pool(recorded, weights=weights, multipliers=mult)
@@ -161,21 +166,29 @@ def test_pool_replay_under_other_weights_equals_a_fresh_retrieval(
     assert replayed.applied == fresh.weight_sets[0]
 
 
-# --- what a version-10 receipt records ----------------------------------------------------------
+# --- what a version-11 receipt records ----------------------------------------------------------
 
 
 def test_new_receipts_record_the_pool_without_text_and_bound_by_the_checksum(client):
     client.store_batch("alice", conversation())
     response = client.retrieve("What does Miso eat?", owner="alice", reference_time=NOW, limit=3)
     receipt = response.receipt
-    pool = receipt.pool
-    assert pool.size == response.metadata.candidate_pool_size and pool.depth == 100 and pool.complete
-    assert len(pool.node_ids) == pool.size > len(receipt.candidates)
-    assert len(pool.neighbours) == pool.size  # session inheritance on: every member's neighbours
+    pool, columns = receipt.pool, receipt.pool_columns()
+    assert pool.size == response.metadata.candidate_pool_size and pool.depth == 250 and pool.complete
+    assert columns.members == pool.members == pool.size > len(receipt.candidates)
+    assert columns.has_neighbours and columns.neighbour_offsets.size == pool.size + 1  # every member's list
     text = receipt_bytes(receipt).decode()
-    assert '"pool":' in text and all(turn not in text for s in SESSIONS for turn in s)
+    assert f'"sha256":"{pool.sha256}"' in text and '"features"' not in text.split('"pool":')[1].split("}")[0]
+    packed = receipt.packed_pool()
+    assert all(turn.encode() not in packed and turn not in text for s in SESSIONS for turn in s)
     stored, checksum = get_receipt(client.store, "alice", response.metadata.request_id)
     assert stored == receipt and checksum == sha256_hex(receipt_bytes(receipt))
+    assert stored.pool_columns() is None  # read without its pool
+    with pytest.raises(ReplayUnavailable, match="read it with its pool"):
+        replay_pool(stored)
+    with_pool = client.get_receipt(response.metadata.request_id, owner="alice", with_pool=True)
+    assert with_pool.packed_pool() == packed and with_pool.pool_columns().node_ids == columns.node_ids
+    assert check_pool_replay(with_pool)
 
 
 def test_pool_depth_truncates_to_the_best_base_ranked_members_and_records_incompleteness(client):
@@ -185,19 +198,19 @@ def test_pool_depth_truncates_to_the_best_base_ranked_members_and_records_incomp
         "Miso", owner="alice", reference_time=NOW, limit=3, packing={"receipt_pool_depth": 2}
     ).receipt
     assert full.pool.size > 2 and short.pool.size == full.pool.size and not short.pool.complete
-    assert short.pool.node_ids == full.pool.node_ids[:2]
+    assert short.pool_columns().node_ids == full.pool_columns().node_ids[:2]
     with pytest.raises(ReplayUnavailable, match="exact only for complete pools"):
         replay_pool(short)
     assert len(replay_pool(short, allow_incomplete=True).node_ids) <= 3
     none = client.retrieve("Miso", owner="alice", reference_time=NOW, limit=3, packing={"receipt_pool_depth": 0})
-    assert none.receipt.pool.node_ids == () and none.receipt.pool.depth == 0
+    assert none.receipt.pool.members == 0 and none.receipt.pool.depth == 0
 
 
 def test_reranker_and_episode_routing_pools_are_recorded_but_not_replayable(store_url):
     with MemoryClient(store_url, reranker=TokenOverlapReranker()) as client:
         client.store_batch("alice", conversation())
         receipt = client.retrieve("Miso", owner="alice", reference_time=NOW).receipt
-        assert receipt.pool.node_ids and not receipt.pool.replayable and receipt.pool.reason == "neural_reranker"
+        assert receipt.pool.members and not receipt.pool.replayable and receipt.pool.reason == "neural_reranker"
         with pytest.raises(ReplayUnavailable, match="neural_reranker"):
             replay_pool(receipt)
     with MemoryClient(store_url) as client:
@@ -217,8 +230,11 @@ def test_pool_replay_refuses_weights_that_change_recorded_features():
         replay_pool(receipt, weights=receipt.scoring.model_copy(update={"node_type_boosts": {}}))
 
 
-def test_golden_version_10_pool_replays_to_its_returned_list_and_moves_under_other_weights():
-    receipt = RetrievalReceipt.model_validate_json(mf.golden_bytes()[mf.fixture_name(10)])
+@pytest.mark.parametrize("version", [10, 11])
+def test_golden_pool_replays_to_its_returned_list_and_moves_under_other_weights(version):
+    receipt = RetrievalReceipt.model_validate_json(mf.golden_bytes()[mf.fixture_name(version)])
+    if version == 11:
+        receipt.attach_pool(mf.golden_bytes()[mf.POOL_FIXTURE])
     assert check_pool_replay(receipt)
     lexical_only = ScoringWeights.model_validate(
         {
@@ -247,6 +263,14 @@ def test_version_9_receipts_carry_no_pool_and_cannot_be_pool_replayed():
 
 def v10_dict() -> dict:
     return orjson.loads(mf.golden_bytes()[mf.fixture_name(10)])
+
+
+def v11_dict() -> dict:
+    return orjson.loads(mf.golden_bytes()[mf.fixture_name(11)])
+
+
+def golden_pool() -> bytes:
+    return mf.golden_bytes()[mf.POOL_FIXTURE]
 
 
 def load(data: dict) -> RetrievalReceipt:
@@ -333,6 +357,88 @@ def test_a_version_9_receipt_with_a_pool_or_interaction_traces_is_rejected():
     wide["candidates"][0]["provenance"]["trace"] = [*trace[:9], 0.5, 0.0, 0.0, *trace[9:]]
     with pytest.raises(ValidationError, match="holds 11 numbers"):
         load(wide)
+
+
+# --- version 11: the summary and the packed pool fail closed ------------------------------------
+
+
+def test_a_changed_or_missing_packed_pool_fails_closed_when_read(open_store_at):
+    store = open_store_at()
+    for edit, message in ((lambda b: b[:-1] + bytes([b[-1] ^ 1]), "does not match"), (lambda b: None, "missing")):
+        receipt = mf.receipt_v11().model_copy(update={"request_id": uuid4()})
+        receipt = RetrievalReceipt.build(**{**dict(receipt), "packed_pool": golden_pool()})
+        receipt._pool_packed = edit(golden_pool())
+        persist_receipt(store, receipt)
+        assert get_receipt(store, receipt.owner, receipt.request_id) is not None  # the receipt itself is intact
+        with pytest.raises(CorruptRecord, match=message):
+            get_receipt(store, receipt.owner, receipt.request_id, with_pool=True)
+
+
+@pytest.mark.parametrize(
+    "field", ["depth", "size", "complete", "replayable", "current_state", "episodic", "members", "outside", "sha256"]
+)
+def test_a_pool_summary_missing_a_field_is_rejected(field):
+    data = v11_dict()
+    del data["pool"][field]
+    with pytest.raises(ValidationError, match=f"must record {field} explicitly"):
+        load(data)
+
+
+def test_each_version_records_its_own_pool_form():
+    with pytest.raises(ValidationError, match="records its pool as a summary"):
+        load({**v11_dict(), "pool": v10_dict()["pool"]})
+    with pytest.raises(ValidationError, match="records its pool as inline arrays"):
+        load({**v10_dict(), "pool": v11_dict()["pool"]})
+    with pytest.raises(ValidationError, match="projection_sha256 does not match"):
+        load({**v11_dict(), "pool": {**v11_dict()["pool"], "sha256": "0" * 64}})  # the projection binds the digest
+
+
+def test_a_packed_pool_that_differs_from_the_receipt_is_not_attached():
+    receipt = RetrievalReceipt.model_validate_json(mf.golden_bytes()[mf.fixture_name(11)])
+    flipped = bytearray(golden_pool())
+    flipped[-1] ^= 1
+    with pytest.raises(ValueError, match="does not match the digest"):
+        receipt.attach_pool(bytes(flipped))
+    assert receipt.pool_columns() is None
+
+
+def _packed(**changes) -> bytes:
+    columns = PoolColumns.unpack(golden_pool())
+    return dataclasses.replace(columns, **changes).pack()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (lambda: golden_pool()[:-3], "truncated"),
+        (lambda: golden_pool() + b"\0", "bytes past its last block"),
+        (lambda: b"\x02\0\0\0{}" + golden_pool()[6:], "header"),
+        (lambda: _packed(neighbour_refs=np.array([7])), "does not exist"),
+        (lambda: _packed(neighbour_refs=np.array([0])), "does not exist"),
+        (lambda: _packed(paths=np.array([3, 3, 2, 9], dtype=np.uint8)), "1..7"),
+        (
+            lambda: _packed(features=np.where(np.eye(4, 12, 11) == 1, 1.5, PoolColumns.unpack(golden_pool()).features)),
+            "\\[0, 1\\]",
+        ),
+        (lambda: _packed(outside_bytes=b"", outside_cross_scope=np.zeros(0, dtype=bool)), "does not exist"),
+        (lambda: _packed(node_bytes=mf.node(1).bytes * 4), "distinct nodes"),
+    ],
+)
+def test_an_inconsistent_packed_pool_is_rejected(data, message):
+    with pytest.raises(ValueError, match=message):
+        PoolColumns.unpack(data())
+
+
+def test_a_packed_pool_whose_members_differ_from_the_returned_candidates_is_rejected_at_build():
+    columns = PoolColumns.unpack(golden_pool())
+    features = columns.features.copy()
+    features[0, 9] = 0.25  # term coverage of the top member, which is returned
+    packed = dataclasses.replace(columns, features=features).pack()
+    fields = dict(mf.receipt_v11())
+    fields.pop("projection_sha256")
+    fields["pool"] = fields["pool"].model_copy(update={"sha256": sha256_hex(packed)})
+    with pytest.raises(ValueError, match="trace features differ from pool member"):
+        RetrievalReceipt.build(**fields, packed_pool=packed)
 
 
 # --- interaction features -----------------------------------------------------------------------

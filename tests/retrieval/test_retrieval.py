@@ -66,7 +66,7 @@ def test_retrieval_returns_ranked_results_and_a_persisted_receipt(loaded):
     scores = [r.score for r in response.results]
     assert scores == sorted(scores, reverse=True)
     meta = response.metadata
-    assert meta.receipt_persisted and meta.schema_version == 10 and meta.ranking_profile_status == "none"
+    assert meta.receipt_persisted and meta.schema_version == 11 and meta.ranking_profile_status == "none"
     stored = loaded.get_receipt(meta.request_id, "alice")
     assert stored == response.receipt
     assert hashlib.sha256(receipt_bytes(stored)).hexdigest() == meta.receipt_checksum
