@@ -5,9 +5,18 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    model_serializer,
+)
 
 from prme_core.canonical import SHA256_HEX_PATTERN, canonical_json, sha256_hex
 
@@ -152,6 +161,23 @@ class FrozenModel(BaseModel):
 
     def checksum(self) -> str:
         return sha256_hex(self.canonical_bytes())
+
+
+class EvolvingModel(FrozenModel):
+    """A persisted model that gained fields after records of it were stored. Each such field
+    (``ADDED_FIELDS``) defaults to None and is left out of the serialized form while None, so a
+    record written before the field existed keeps its canonical bytes and checksum."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_added_fields(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.ADDED_FIELDS:
+                if name in data and data[name] is None:
+                    del data[name]
+        return data
 
 
 def utc_now() -> datetime:

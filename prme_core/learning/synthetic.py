@@ -28,7 +28,7 @@ from prme_core.receipts.model import (
     ScoreProvenance,
     ScoreTrace,
 )
-from prme_core.receipts.pool import PoolColumns, PoolSummary, unrecorded_pool
+from prme_core.receipts.pool import PoolColumns, PoolSummary, replay_context, unrecorded_pool
 from prme_core.receipts.projection import scope_key
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import WEIGHT_FIELDS, PackingConfig, ScoringWeights
@@ -76,6 +76,18 @@ def synthetic_receipt(
         range(members), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i], ids[i].int, False)
     )
     if pool > 0:
+        packing = PackingConfig(receipt_pool_depth=members, session_context_top_k=0)
+        context = replay_context(
+            scoring=weights,
+            multipliers=None,
+            packing=packing,
+            min_score=0.0,
+            result_limit=candidates,
+            current_state=False,
+            episodic=False,
+            complete=True,
+            replayable=True,
+        )
         columns = PoolColumns.of(
             tuple(ids[i] for i in order),
             (),
@@ -86,13 +98,15 @@ def synthetic_receipt(
             neighbour_offsets=np.zeros(0, dtype=np.int64),
             neighbour_refs=np.zeros(0, dtype=np.int64),
             outside_cross_scope=np.zeros(0, dtype=bool),
+            replay=context,
         )
         packed = columns.pack()
         summary = PoolSummary.describe(columns, packed, depth=members, size=members)
-        packing = PackingConfig(receipt_pool_depth=members, session_context_top_k=0)
     else:
-        summary, columns, packed = unrecorded_pool(candidates)
         packing = PackingConfig(receipt_pool_depth=0)
+        summary, columns, packed = unrecorded_pool(
+            candidates, scoring=weights, packing=packing, min_score=0.0, result_limit=candidates
+        )
     cands = []
     for i in order[:candidates]:
         trace = ScoreTrace(

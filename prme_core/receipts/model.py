@@ -1,4 +1,4 @@
-"""Retrieval receipt models, schema versions 1–10, and their version-aware canonical form.
+"""Retrieval receipt models, schema versions 1–11, and their version-aware canonical form.
 
 A receipt records what one retrieval returned: the exact request, owner, scope filter, clock,
 scoring and packing configuration, candidate identities and content hashes (never text), the
@@ -52,9 +52,9 @@ from uuid import UUID
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_serializer, model_validator
 
-from prme_core.canonical import EMPTY_SHA256, assert_finite
+from prme_core.canonical import EMPTY_SHA256, assert_finite, canonical_json
 from prme_core.features import INTERACTION_NAMES, RECEIPT_LAYOUTS, TRACE_FEATURES, FeatureLayout, layout_for
-from prme_core.receipts.pool import CandidatePool, PoolColumns, PoolSummary, pool_digest
+from prme_core.receipts.pool import CandidatePool, PoolColumns, PoolSummary, pool_digest, replay_context
 from prme_core.receipts.projection import projection_digest
 from prme_core.receipts.replay import ReplayResult, check_replay, replay
 from prme_core.receipts.versions import (
@@ -406,8 +406,24 @@ class RetrievalReceipt(FrozenModel):
         """The pool's arrays: parsed from the inline pool (version 10), or the packed columns
         this receipt was built or read with (version 11); None when it has none at hand."""
         if self._pool_columns is None and isinstance(self.pool, CandidatePool):
-            self._pool_columns = PoolColumns.from_inline(self.pool)
+            self._pool_columns = PoolColumns.from_inline(self.pool, self.replay_context())
         return self._pool_columns
+
+    def replay_context(self) -> dict[str, Any]:
+        """What re-ranking this receipt's pool needs from the request (``receipts.pool.replay_context``)."""
+        pool = self.pool
+        assert pool is not None and self.execution is not None
+        return replay_context(
+            scoring=self.scoring,
+            multipliers=self.execution.parameters.get("ranking_multipliers"),
+            packing=self.packing,
+            min_score=self.min_score,
+            result_limit=self.result_limit,
+            current_state=pool.current_state,
+            episodic=pool.episodic,
+            complete=pool.complete,
+            replayable=pool.replayable,
+        )
 
     def packed_pool(self) -> bytes | None:
         """The stored form of a version-11 pool (None before version 11 or when not at hand)."""
@@ -427,6 +443,8 @@ class RetrievalReceipt(FrozenModel):
         columns = PoolColumns.unpack(packed) if columns is None else columns.check()
         if not pool.matches(columns):
             raise ValueError("the packed pool's member, outside and neighbour counts disagree with its summary")
+        if canonical_json(columns.replay) != canonical_json(self.replay_context()):
+            raise ValueError("the packed pool's replay context disagrees with its receipt's request")
         self._check_members(columns)
         self._pool_columns, self._pool_packed = columns, bytes(packed)
         return self

@@ -36,6 +36,7 @@ step whose inputs are not recorded (neural reranker, episode routing) or rank fu
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 from dataclasses import dataclass, field
@@ -75,6 +76,10 @@ class PoolColumns:
     neighbour_refs: np.ndarray  # int64
     outside_bytes: bytes
     outside_cross_scope: np.ndarray  # (outside,) bool
+    replay: dict[str, Any] = field(default_factory=dict)
+    """What re-ranking the pool needs from its request besides the arrays (``replay_context``):
+    configured scoring, recorded multipliers, session-inheritance settings, ``min_score``, the
+    limit and the pool's flags. Packed with the columns, so learning reads one row per request."""
     _decoded: dict[str, tuple[UUID, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -181,6 +186,7 @@ class PoolColumns:
             "features": int(f.shape[1]),
             "constant": constant,
             "neighbour_refs": int(self.neighbour_refs.size) if self.has_neighbours else -1,
+            "replay": self.replay,
         }
         head = canonical_json(header)
         blocks = [struct.pack("<I", len(head)), head]
@@ -206,7 +212,7 @@ class PoolColumns:
             header = parse_json(reader.take(head_length))
         except ValueError as exc:
             raise ValueError(f"the packed pool header is not JSON: {exc}") from None
-        expected = {"format", "members", "outside", "features", "constant", "neighbour_refs"}
+        expected = {"format", "members", "outside", "features", "constant", "neighbour_refs", "replay"}
         if not isinstance(header, dict) or set(header) != expected or header["format"] != PACKED_POOL_FORMAT:
             raise ValueError(
                 f"the packed pool header must be format {PACKED_POOL_FORMAT} with fields {sorted(expected)}"
@@ -249,12 +255,13 @@ class PoolColumns:
             neighbour_refs=neighbour_refs,
             outside_bytes=outside_bytes,
             outside_cross_scope=outside_cross.astype(bool),
+            replay=header["replay"],
         ).check()
 
     # --- version 10: the inline model ---------------------------------------------------
 
     @classmethod
-    def from_inline(cls, pool: CandidatePool) -> PoolColumns:
+    def from_inline(cls, pool: CandidatePool, replay: dict[str, Any] | None = None) -> PoolColumns:
         m = len(pool.node_ids)
         offsets: list[int] = [0]
         refs: list[int] = []
@@ -273,7 +280,38 @@ class PoolColumns:
             neighbour_offsets=np.array(offsets if pool.neighbours else [], dtype=np.int64),
             neighbour_refs=np.array(refs, dtype=np.int64),
             outside_cross_scope=_mask(pool.outside_cross_scope, len(pool.outside_ids)),
+            replay=replay or {},
         )
+
+
+def replay_context(
+    *,
+    scoring: Any,
+    multipliers: dict[str, Any] | None,
+    packing: Any,
+    min_score: float,
+    result_limit: int,
+    current_state: bool,
+    episodic: bool,
+    complete: bool,
+    replayable: bool,
+) -> dict[str, Any]:
+    """The request facts a pool replay needs (``PoolColumns.replay``), as JSON values: the
+    configured ``scoring`` (a ``ScoringWeights``), the recorded ``multipliers`` (their stored
+    mapping, or None), session inheritance from ``packing`` (a ``PackingConfig``), the cut-off
+    and limit, and the pool's flags."""
+    return {
+        "scoring": scoring.model_dump(mode="json"),
+        "multipliers": None if multipliers is None else dict(multipliers),
+        "session_top_k": packing.session_context_top_k,
+        "session_decay": packing.session_context_score_decay,
+        "min_score": min_score,
+        "limit": result_limit,
+        "current_state": current_state,
+        "episodic": episodic,
+        "complete": complete,
+        "replayable": replayable,
+    }
 
 
 def pool_digest(packed: bytes) -> str:
@@ -435,9 +473,29 @@ class PoolSummary(_PoolFacts):
         )
 
 
-def unrecorded_pool(size: int, reason: PoolReason = "not_recorded") -> tuple[PoolSummary, PoolColumns, bytes]:
+def unrecorded_pool(
+    size: int,
+    *,
+    scoring: Any,
+    packing: Any,
+    min_score: float,
+    result_limit: int,
+    multipliers: dict[str, Any] | None = None,
+    reason: PoolReason = "not_recorded",
+) -> tuple[PoolSummary, PoolColumns, bytes]:
     """A depth-0 version-11 pool: only its size is known (synthetic receipts, recording off)."""
-    columns = empty_columns()
+    context = replay_context(
+        scoring=scoring,
+        multipliers=multipliers,
+        packing=packing,
+        min_score=min_score,
+        result_limit=result_limit,
+        current_state=False,
+        episodic=False,
+        complete=size == 0,
+        replayable=False,
+    )
+    columns = dataclasses.replace(empty_columns(), replay=context)
     packed = columns.pack()
     return PoolSummary.describe(columns, packed, depth=0, size=size, reason=reason), columns, packed
 

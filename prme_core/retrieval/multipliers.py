@@ -1,31 +1,46 @@
-"""Ranking multipliers: one bounded factor per additive weight, renormalized.
+"""Ranking multipliers: the request-local ranking adjustment of profile families 1 and 2.
 
-The same helper serves request-time trials, learned profiles and offline fitting, so a score
-computed at retrieval and a score proposed while learning are bit-identical. The arithmetic is
-spelled out (products, then a left-to-right sum) so the scalar and vectorized forms agree.
+Family 1 (``multipliers_v1``): one bounded factor in [0.25, 4] per additive weight, applied and
+renormalized (``w_i·m_i / Σ_j w_j·m_j``). Family 2 (``multipliers_interactions_v2``): the same
+six factors plus explicit weights in [0, 0.5] for the three query–memory interaction features
+(``features.INTERACTION_NAMES``), which replace the configured ones and stay outside the six's
+sum. A family-2 adjustment names all three interaction weights or none; none means family 1,
+and family 1's stored form is unchanged (absent interaction weights are not serialized).
+
+Identity: unity factors, and (family 2) the base configuration's own interaction weights,
+return the configured weights themselves, so the base ranking is reproduced bit-for-bit.
+
+The same helper serves request-time trials, learned profiles, pool replay and offline fitting,
+so a score computed at retrieval and a score proposed while learning are bit-identical. The
+arithmetic is spelled out (products, then a left-to-right sum) so the scalar and vectorized
+forms agree.
 """
 
 from __future__ import annotations
 
 import operator
 from functools import reduce
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_serializer, model_validator
 
-from prme_core.retrieval.config import WEIGHT_FIELDS, ScoringWeights
+from prme_core.retrieval.config import INTERACTION_FIELDS, WEIGHT_FIELDS, InteractionWeight, ScoringWeights
 from prme_core.types import FrozenModel
 
 MIN_MULTIPLIER = 0.25
 MAX_MULTIPLIER = 4.0
+ProfileFamily = Literal["multipliers_v1", "multipliers_interactions_v2"]
+FAMILY_V1: ProfileFamily = "multipliers_v1"
+FAMILY_V2: ProfileFamily = "multipliers_interactions_v2"
 
 Factor = Annotated[float, Field(ge=MIN_MULTIPLIER, le=MAX_MULTIPLIER)]
 
 
 class RankingMultipliers(FrozenModel):
-    """One factor in [0.25, 4] per additive weight (``WEIGHT_FIELDS``); all ones (unity) leaves
-    scoring exactly as it was."""
+    """Six factors in [0.25, 4] (``WEIGHT_FIELDS``) and, for family 2, the three interaction
+    weights in [0, 0.5]; all factors 1 and no interaction weights (unity) leave scoring exactly
+    as it was."""
 
     semantic: Factor = 1.0
     lexical: Factor = 1.0
@@ -33,36 +48,88 @@ class RankingMultipliers(FrozenModel):
     recency: Factor = 1.0
     salience: Factor = 1.0
     confidence: Factor = 1.0
+    term_coverage: InteractionWeight | None = None
+    bigram_overlap: InteractionWeight | None = None
+    entity_match: InteractionWeight | None = None
+
+    @model_validator(mode="after")
+    def _all_or_no_interactions(self) -> RankingMultipliers:
+        given = [getattr(self, f) is not None for f in INTERACTION_FIELDS]
+        if any(given) and not all(given):
+            missing = [f for f, g in zip(INTERACTION_FIELDS, given) if not g]
+            raise ValueError(
+                f"a family-2 adjustment sets all three interaction weights {INTERACTION_FIELDS}; {missing[0]} is missing"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_interactions(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and self.term_coverage is None:
+            for name in INTERACTION_FIELDS:
+                data.pop(name, None)
+        return data
+
+    @property
+    def family(self) -> ProfileFamily:
+        return FAMILY_V1 if self.term_coverage is None else FAMILY_V2
 
     def vector(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in WEIGHT_FIELDS)
 
+    def interaction_vector(self) -> tuple[float, ...] | None:
+        """The family-2 interaction weights, or None for family 1."""
+        return None if self.term_coverage is None else tuple(getattr(self, f) for f in INTERACTION_FIELDS)
+
     def is_unity(self) -> bool:
-        return all(v == 1.0 for v in self.vector())
+        return all(v == 1.0 for v in self.vector()) and self.term_coverage is None
+
+    def is_identity_for(self, weights: ScoringWeights) -> bool:
+        """Whether applying this adjustment to ``weights`` returns them unchanged."""
+        interactions = self.interaction_vector()
+        return all(v == 1.0 for v in self.vector()) and interactions in (None, weights.interaction_vector())
 
     @classmethod
-    def from_vector(cls, values: np.ndarray | tuple[float, ...]) -> RankingMultipliers:
-        return cls(**{f: float(v) for f, v in zip(WEIGHT_FIELDS, values, strict=True)})
+    def from_vector(
+        cls, values: np.ndarray | tuple[float, ...], interactions: np.ndarray | tuple[float, ...] | None = None
+    ) -> RankingMultipliers:
+        fields = {f: float(v) for f, v in zip(WEIGHT_FIELDS, values, strict=True)}
+        if interactions is not None:
+            fields.update({f: float(v) for f, v in zip(INTERACTION_FIELDS, interactions, strict=True)})
+        return cls(**fields)
+
+    @classmethod
+    def identity(cls, family: ProfileFamily, weights: ScoringWeights) -> RankingMultipliers:
+        """The family's identity element over ``weights`` (the base configuration)."""
+        return cls() if family == FAMILY_V1 else cls.from_vector((1.0,) * 6, weights.interaction_vector())
 
 
 UNITY = RankingMultipliers()
 
 
 def adjusted_weights(weights: ScoringWeights, multipliers: RankingMultipliers | None) -> ScoringWeights:
-    """``w_i·m_i / Σ_j w_j·m_j`` over the additive weights; unity (or None) returns ``weights`` itself."""
-    if multipliers is None or multipliers.is_unity():
+    """``w_i·m_i / Σ_j w_j·m_j`` over the six additive weights and, for family 2, the interaction
+    weights replaced; an identity adjustment (or None) returns ``weights`` itself."""
+    if multipliers is None or multipliers.is_identity_for(weights):
         return weights
     if weights.fusion != "weighted":
         raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
-    products = [w * m for w, m in zip(weights.vector(), multipliers.vector(), strict=True)]
-    total = reduce(operator.add, products)  # left to right, as the vectorized form
-    if not total > 0.0:
-        raise ValueError("ranking multipliers leave no positive weight to renormalize")
-    return weights.model_copy(update={f: p / total for f, p in zip(WEIGHT_FIELDS, products, strict=True)})
+    update: dict[str, float] = {}
+    if not all(v == 1.0 for v in multipliers.vector()):
+        products = [w * m for w, m in zip(weights.vector(), multipliers.vector(), strict=True)]
+        total = reduce(operator.add, products)  # left to right, as the vectorized form
+        if not total > 0.0:
+            raise ValueError("ranking multipliers leave no positive weight to renormalize")
+        update.update({f: p / total for f, p in zip(WEIGHT_FIELDS, products, strict=True)})
+    interactions = multipliers.interaction_vector()
+    if interactions is not None:
+        update.update(dict(zip(INTERACTION_FIELDS, interactions, strict=True)))
+    return weights.model_copy(update=update)
 
 
 def adjusted_weight_matrix(weights: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
-    """Vectorized ``adjusted_weights`` for an (n, WEIGHT_COUNT) matrix; bit-identical to the scalar form."""
+    """Vectorized ``adjusted_weights`` of the six factors for an (n, WEIGHT_COUNT) matrix;
+    bit-identical to the scalar form."""
     if np.all(multipliers == 1.0):
         return weights
     products = weights * multipliers[None, :]

@@ -41,7 +41,7 @@ from prme_core.receipts.model import (
     ScoreProvenance,
     ScoreTrace,
 )
-from prme_core.receipts.pool import PoolColumns, PoolSummary
+from prme_core.receipts.pool import PoolColumns, PoolSummary, replay_context
 from prme_core.receipts.store import persist_receipt
 from prme_core.retrieval import candidates as generation
 from prme_core.retrieval.bm25 import Bm25Parameters
@@ -592,6 +592,17 @@ class _Run:
                 offsets.append(len(refs))
         eligible = self.scored.update_eligible if rows else ()
         cross = self.scored.cross_scope if rows else ()
+        context = replay_context(
+            scoring=req.scoring,
+            multipliers=None if self.multipliers is None else self.multipliers.model_dump(),
+            packing=req.packing,
+            min_score=req.min_score,
+            result_limit=req.limit,
+            current_state=self.current_state,
+            episodic=self.episodic,
+            complete=size <= depth,
+            replayable=reason is None,
+        )
         columns = PoolColumns.of(
             tuple(c.uuids[r] for r in rows),
             tuple(c.uuids[r] for r in outside_rows),
@@ -602,6 +613,7 @@ class _Run:
             neighbour_offsets=np.array(offsets, dtype=np.int64),
             neighbour_refs=np.array(refs, dtype=np.int64),
             outside_cross_scope=np.array(outside_cross, dtype=bool),
+            replay=context,
         )
         packed = columns.pack()
         summary = PoolSummary.describe(

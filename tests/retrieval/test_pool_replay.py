@@ -429,15 +429,25 @@ def test_an_inconsistent_packed_pool_is_rejected(data, message):
         PoolColumns.unpack(data())
 
 
-def test_a_packed_pool_whose_members_differ_from_the_returned_candidates_is_rejected_at_build():
-    columns = PoolColumns.unpack(golden_pool())
+def _changed_features(columns: PoolColumns) -> PoolColumns:
     features = columns.features.copy()
     features[0, 9] = 0.25  # term coverage of the top member, which is returned
-    packed = dataclasses.replace(columns, features=features).pack()
+    return dataclasses.replace(columns, features=features)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_changed_features, "trace features differ from pool member"),
+        (lambda c: dataclasses.replace(c, replay={**c.replay, "limit": 4}), "replay context disagrees"),
+    ],
+)
+def test_a_packed_pool_that_disagrees_with_its_receipt_is_rejected_at_build(change, message):
+    packed = change(PoolColumns.unpack(golden_pool())).pack()
     fields = dict(mf.receipt_v11())
     fields.pop("projection_sha256")
     fields["pool"] = fields["pool"].model_copy(update={"sha256": sha256_hex(packed)})
-    with pytest.raises(ValueError, match="trace features differ from pool member"):
+    with pytest.raises(ValueError, match=message):
         RetrievalReceipt.build(**fields, packed_pool=packed)
 
 
