@@ -106,10 +106,14 @@ def diagnose(
     group_category: Mapping[str, int],
     evidence_per_question: float,
 ) -> dict[str, Any]:
+    # The diagnosis is of the judged-candidate (version-1) fit: what that gate sees.
+    config = config.model_copy(update={"fit": "judged_pairwise"})
     prepared = prepare(snapshot, owner=owner, scopes=scopes, config=config)
     j = prepared.judged
     if not prepared.requests:
         return {"status": "no requests with explicit pairs"}
+    if proposal.fit_path != "judged":
+        proposal = evaluate_prepared(prepared)
     inherited = _inherited_rows(prepared, snapshot)
     positives = j.positive
     n_requests = len(prepared.requests)

@@ -332,7 +332,9 @@ def run_owner(
                 "lexical_rerank": [locomo_ranking.feature_rerank(t.baseline, "f_lexical") for t in trials],
                 "semantic_rerank": [locomo_ranking.feature_rerank(t.baseline, "f_semantic") for t in trials],
             }
-            prepared = prepare(snapshot, owner=owner, scopes=scopes, config=learning_cfg)
+            prepared = prepare(
+                snapshot, owner=owner, scopes=scopes, config=learning_cfg.model_copy(update={"fit": "judged_pairwise"})
+            )
             lambdarank = locomo_ranking.lambdarank_challenger(
                 locomo_ranking.judged_requests(prepared, snapshot), trials, k=HOLDOUT_K, seed=policy.seed
             )

@@ -16,7 +16,7 @@ from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, holdout_stage
-from prme_core.learning.verdicts import offline_gate_verdict
+from prme_core.learning.verdicts import offline_gate_verdict, regression_bounds
 
 
 class HoldoutRunConfig(dg.Config):
@@ -26,6 +26,9 @@ class HoldoutRunConfig(dg.Config):
     min_query_groups: int | None = None
     min_ndcg_gain: float | None = None
     max_regression_fraction: float | None = None
+    max_mean_harm: float | None = None
+    severe_loss: float | None = None
+    max_severe_share: float | None = None
 
 
 @stage_asset(
@@ -48,6 +51,9 @@ def full_retrieval_holdout(
         min_query_groups=config.min_query_groups,
         min_ndcg_gain=config.min_ndcg_gain,
         max_regression_fraction=config.max_regression_fraction,
+        max_mean_harm=config.max_mean_harm,
+        severe_loss=config.severe_loss,
+        max_severe_share=config.max_severe_share,
     )
     with prme_store.client() as client:
         outcome = holdout_stage(client, ranking_proposal, gate)
@@ -69,10 +75,13 @@ def full_retrieval_holdout(
                 "mrr_gain": e.mrr_gain,
                 "interval_low": interval[0] if interval[0] is not None else "—",
                 "interval_high": interval[1] if interval[1] is not None else "—",
-                "regression_fraction": e.regression_fraction,
+                **regression_bounds(e),
+                "observed_sd": e.observed_sd if e.observed_sd is not None else "—",
+                "groups_for_power": e.groups_for_power if e.groups_for_power is not None else "—",
                 "query_groups": e.coverage.query_groups,
                 "trials": e.coverage.trials,
                 "min_query_groups": e.config.min_query_groups,
+                "min_ndcg_gain": e.config.min_ndcg_gain,
                 "input_checksum": e.input_checksum,
                 "feature_identity_sha256": e.feature_identity_sha256,
                 "per_group_metrics": markdown_table(

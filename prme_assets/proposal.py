@@ -17,13 +17,15 @@ from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary
-from prme_core.learning.verdicts import coverage_verdict, replay_verdict
+from prme_core.learning.verdicts import coverage_verdict, fit_facts, replay_verdict
 
 
 @stage_asset(
     output_required=False,
-    description="Six bounded weight multipliers fitted on training groups by pairwise logistic loss "
-    "(coordinate search), judged on validation groups by NDCG gain with a seeded bootstrap. "
+    description="A ranking adjustment fitted on training groups: with recorded pools, six bounded "
+    "multipliers and three interaction weights chosen by re-ranking each judged request's pool for "
+    "judged NDCG (pairwise logistic beside it); otherwise six multipliers by pairwise logistic over "
+    "the judged candidates. Judged on validation groups by NDCG gain with a seeded bootstrap. "
     "Not computed when the split's gates said no.",
 )
 def ranking_proposal(
@@ -42,9 +44,9 @@ def ranking_proposal(
     ):
         return
     owner, scopes = decode_target(context.partition_key)
-    with prme_store.client() as client:
+    with prme_store.client() as client:  # open while the fit reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)
-    report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
+        report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     interval = report.validation_gain_interval or (None, None)
     yield dg.Output(
         report,
@@ -60,6 +62,9 @@ def ranking_proposal(
             "training_loss_before": report.training_loss_before if report.training_loss_before is not None else "—",
             "training_loss_after": report.training_loss_after if report.training_loss_after is not None else "—",
             "multipliers": dg.MetadataValue.json(report.multipliers.model_dump()),
+            **{k: ("—" if v is None else v) for k, v in fit_facts(report).items()},
+            "observed_sd": report.observed_sd if report.observed_sd is not None else "—",
+            "groups_for_power": report.groups_for_power if report.groups_for_power is not None else "—",
             "per_query_metrics": proposal_query_table(report),
         },
     )

@@ -14,8 +14,8 @@ from typing import Any, Literal
 import dagster as dg
 
 from prme_core.engine import MemoryClient
-from prme_core.learning.config import LearningConfig
-from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
+from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
+from prme_core.learning.full_retrieval import HARM_DEFAULTS, FullRetrievalEvaluationConfig
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 from prme_core.retrieval.embedding import embedding_provider
 from prme_core.settings import embedding_name_from_env
@@ -54,6 +54,9 @@ HOLDOUT_FIELDS = {
     "bootstrap_samples": "bootstrap_samples",
     "min_ndcg_gain": "holdout_min_ndcg_gain",
     "max_regression_fraction": "holdout_max_regression_fraction",
+    "max_mean_harm": "holdout_max_mean_harm",
+    "severe_loss": "holdout_severe_loss",
+    "max_severe_share": "holdout_max_severe_share",
 }
 """``FullRetrievalEvaluationConfig`` field → the policy field that sets it (seed and bootstrap
 samples are shared with the offline proposal); every ``LearningConfig`` field has its own name."""
@@ -74,11 +77,19 @@ class LearningPolicyResource(dg.ConfigurableResource):
     bootstrap_samples: int = _default(LearningConfig, "bootstrap_samples")
     min_ndcg_gain: float = _default(LearningConfig, "min_ndcg_gain")
     max_pairs_per_request: int = _default(LearningConfig, "max_pairs_per_request")
+    fit: str = POOL_DEFAULTS["fit"]
+    family: str = POOL_DEFAULTS["family"]
+    pool_regularization: float = POOL_DEFAULTS["pool_regularization"]
+    max_fit_requests: int = POOL_DEFAULTS["max_fit_requests"]
+    search_starts: int = POOL_DEFAULTS["search_starts"]
     max_records: int = DEFAULT_MAX_RECORDS
     holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
     holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")
     holdout_min_ndcg_gain: float = _default(FullRetrievalEvaluationConfig, "min_ndcg_gain")
     holdout_max_regression_fraction: float = _default(FullRetrievalEvaluationConfig, "max_regression_fraction")
+    holdout_max_mean_harm: float = HARM_DEFAULTS["max_mean_harm"]
+    holdout_severe_loss: float = HARM_DEFAULTS["severe_loss"]
+    holdout_max_severe_share: float = HARM_DEFAULTS["max_severe_share"]
 
     def learning_config(self) -> LearningConfig:
         return LearningConfig(**{field: getattr(self, field) for field in LearningConfig.model_fields})

@@ -21,9 +21,9 @@ def query_split(
     learning_policy: LearningPolicyResource,
 ) -> dg.Output[SplitSummary]:
     owner, scopes = decode_target(context.partition_key)
-    with prme_store.client() as client:
+    with prme_store.client() as client:  # open while the split reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)
-    summary = split_stage(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
+        summary = split_stage(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     c = summary.coverage
     return dg.Output(
         summary,
@@ -35,6 +35,8 @@ def query_split(
             "explicit_pairs": c.explicit_pairs,
             "coverage_sufficient": summary.coverage_sufficient,
             "replay_exact": summary.replay_exact,
+            "fit_path": summary.fit_path or "judged",
+            "fit_reason": summary.fit_reason or "—",
             "exclusions": dg.MetadataValue.json(summary.exclusions),
             "groups": markdown_table(
                 ["group", "split", "requests"], [[g.group_id[:12], g.split, g.requests] for g in summary.groups]

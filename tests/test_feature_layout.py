@@ -65,12 +65,13 @@ def test_every_interaction_name_is_a_bounded_scoring_weight_outside_the_six():
         with pytest.raises(ValueError):
             ScoringWeights(**{name: 0.51})
     assert ScoringWeights(term_coverage=0.5).vector() == ScoringWeights().vector()
-    assert not set(features.INTERACTION_NAMES) & set(RankingMultipliers.model_fields)
+    # family-2 adjustments set them absolutely (never as factors); family 1 leaves them out
+    assert all(RankingMultipliers.model_fields[name].default is None for name in features.INTERACTION_NAMES)
 
 
 def test_every_weight_name_is_a_scoring_weight_and_a_multiplier_field():
     assert WEIGHT_FIELDS == WEIGHT_NAMES
-    assert tuple(RankingMultipliers.model_fields) == WEIGHT_NAMES
+    assert tuple(RankingMultipliers.model_fields) == WEIGHT_NAMES + features.INTERACTION_NAMES
     assert set(WEIGHT_NAMES) | set(SCALAR_NAMES) <= set(ScoringWeights.model_fields)
     assert len(ScoringWeights().vector()) == len(RankingMultipliers().vector()) == features.WEIGHT_COUNT
 

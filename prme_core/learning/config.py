@@ -2,20 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from prme_core.types import FrozenModel
+from prme_core.retrieval.multipliers import FAMILY_V2, ProfileFamily
+from prme_core.types import EvolvingModel
 
 DEFAULT_SEED = 42
 """Seeds the split hash and every bootstrap; also the holdout's default (``FullRetrievalEvaluationConfig``)."""
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 """Bootstrap resamples of the offline and the holdout interval."""
 
+FitMethod = Literal["auto", "pool_ndcg", "pool_pairwise", "judged_pairwise"]
+"""How a proposal is fitted:
 
-class LearningConfig(FrozenModel):
-    """Loss parameters and acceptance thresholds: provisional, and recorded with every result."""
+* ``pool_ndcg`` — re-rank each training request's recorded pool (pool replay) under candidate
+  parameters and maximize judged NDCG@k directly (deterministic random starts, then coordinate
+  ascent), regularized toward the base;
+* ``pool_pairwise`` — the same pools and parameters, minimizing the pairwise logistic loss of
+  explicit pairs instead (the named alternative);
+* ``judged_pairwise`` — the version-1 method: pairwise logistic over the judged candidates'
+  recorded features, six multipliers (receipts without a replayable pool);
+* ``auto`` — ``pool_ndcg`` when the requests with complete, replayable pools alone meet the
+  coverage minimums, else ``judged_pairwise``.
+"""
+
+POOL_DEFAULTS = {
+    "fit": "auto",
+    "family": FAMILY_V2,
+    "pool_regularization": 0.001,
+    "max_fit_requests": 2000,
+    "search_starts": 32,
+}
+"""What a report records for the pool-fitting fields when the caller leaves them unset."""
+
+
+class LearningConfig(EvolvingModel):
+    """Loss parameters and acceptance thresholds: provisional, and recorded with every result.
+
+    The fields after ``max_pairs_per_request`` came with pool-replay fitting; they default to
+    None (a version-1 report never records them) and a new report records them resolved
+    (``POOL_DEFAULTS``), so every value that shaped a proposal is in it."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = tuple(POOL_DEFAULTS)
 
     seed: int = DEFAULT_SEED
     validation_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
@@ -28,3 +58,18 @@ class LearningConfig(FrozenModel):
     bootstrap_samples: Annotated[int, Field(ge=100, le=10_000)] = DEFAULT_BOOTSTRAP_SAMPLES
     min_ndcg_gain: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
     max_pairs_per_request: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    fit: FitMethod | None = None
+    family: ProfileFamily | None = None
+    """The profile family a pool fit searches (``multipliers_interactions_v2`` by default; the
+    judged path always fits ``multipliers_v1``)."""
+    pool_regularization: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """Pool fits: the objective pays this times Σ (ln m)² + Σ ((β − β_base)/0.5)² (toward the base)."""
+    max_fit_requests: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """Pool fits re-rank at most this many training requests per evaluation: a deterministic
+    sample spread over the training groups (by a seeded hash of the request id)."""
+    search_starts: Annotated[int, Field(ge=0, le=1000)] | None = None
+    """Pool fits: seeded random starting points tried before the coordinate ascent."""
+
+    def resolved(self) -> LearningConfig:
+        """This configuration with every pool-fitting field explicit."""
+        return self.model_copy(update={k: v for k, v in POOL_DEFAULTS.items() if getattr(self, k) is None})

@@ -5,15 +5,16 @@ declared ranking multipliers, and names every relevant node, also those neither 
 Per receipt the recorded candidate order, truncated to k, gives recall@k, NDCG@k and MRR@k;
 repeats are macro-averaged within a query group, then over groups. The decision is
 ``gates.holdout_decision`` over the mean NDCG gain, the lower endpoint of a paired query
-bootstrap interval, the mean recall gain and the share of regressed groups. MRR is reported,
-not gated. Aggregates are always reported (a holdout has at least one group); only the interval
+bootstrap interval, the mean recall gain and a bound on regressions: from report version 2 the
+harm (mean NDCG lost over all groups by the regressed ones) and the share of severely regressed
+groups; version-1 reports bound the share of regressed groups. MRR is reported, not gated. Aggregates are always reported (a holdout has at least one group); only the interval
 is ``None`` when there are fewer groups than ``min_query_groups`` (decision ``insufficient_data``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 import numpy as np
@@ -23,15 +24,16 @@ from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, 
 from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
 from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
-from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision
+from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision, regression_harm
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
+from prme_core.learning.power import groups_for_power
 from prme_core.memory.models import ScopeSet
 from prme_core.receipts.model import EXECUTION_SINCE, RetrievalReceipt
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.text import normalize_query
-from prme_core.types import FrozenModel, Label, Normalized, Owner, Sha256Hex, Unique, Unit
+from prme_core.types import EvolvingModel, FrozenModel, Label, Normalized, Owner, Sha256Hex, Unique, Unit
 from prme_core.validation import check_owner, check_scope_set, check_sha256, parse_model
 
 ALGORITHM = "paired_full_retrieval_v1"
@@ -85,8 +87,20 @@ class FullRetrievalTrial(FrozenModel):
         return self
 
 
-class FullRetrievalEvaluationConfig(FrozenModel):
-    """Metric cut-off, coverage minimum, bootstrap and acceptance thresholds (saved in every report)."""
+HARM_DEFAULTS = {"max_mean_harm": 0.02, "severe_loss": 0.5, "max_severe_share": 0.05}
+"""The regression bounds a version-2 report records when the caller leaves them unset: at most
+0.02 NDCG lost per query on average to regressions, and at most 5% of the groups losing 0.5 or
+more (in NDCG@10 with one relevant memory, 0.5 is falling from first place to third or lower)."""
+
+
+class FullRetrievalEvaluationConfig(EvolvingModel):
+    """Metric cut-off, coverage minimum, bootstrap and acceptance thresholds (saved in every report).
+
+    ``max_regression_fraction`` bounds version-1 reports only; version-2 reports bound the harm
+    of regressions instead (``max_mean_harm``, ``severe_loss``, ``max_severe_share``: None until
+    a report records them resolved, so a version-1 report's configuration keeps its bytes)."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = tuple(HARM_DEFAULTS)
 
     seed: int = Field(default=DEFAULT_SEED, ge=0, le=2**63 - 1)
     k: int = Field(default=10, ge=1, le=1000)
@@ -94,6 +108,13 @@ class FullRetrievalEvaluationConfig(FrozenModel):
     bootstrap_samples: int = Field(default=DEFAULT_BOOTSTRAP_SAMPLES, ge=100, le=10_000)
     min_ndcg_gain: float = Field(default=0.01, ge=0.0, le=1.0)
     max_regression_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_mean_harm: float | None = Field(default=None, ge=0.0, le=1.0)
+    severe_loss: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_severe_share: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    def resolved(self) -> FullRetrievalEvaluationConfig:
+        """This configuration with every version-2 bound explicit."""
+        return self.model_copy(update={k: v for k, v in HARM_DEFAULTS.items() if getattr(self, k) is None})
 
 
 class FullRetrievalQueryResult(FrozenModel):
@@ -118,10 +139,15 @@ class FullRetrievalCoverage(FrozenModel):
     relevant_nodes: int = Field(ge=1)
 
 
-class FullRetrievalEvaluation(FrozenModel):
-    """The final-holdout report. It re-derives itself on load, so a tampered report fails to load."""
+class FullRetrievalEvaluation(EvolvingModel):
+    """The final-holdout report. It re-derives itself on load, so a tampered report fails to load.
 
-    schema_version: Literal[1] = 1
+    Version 2 (what new evaluations write) gates on the harm of regressions and records it with
+    the benefit, the severe share, the observed per-group spread and the groups 80% power needs."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ("harm", "benefit", "severe_share", "observed_sd", "groups_for_power")
+
+    schema_version: Literal[1, 2] = 2
     algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
@@ -153,6 +179,11 @@ class FullRetrievalEvaluation(FrozenModel):
     trials: tuple[FullRetrievalTrial, ...] = Field(min_length=1, max_length=MAX_TRIALS)
     queries: tuple[FullRetrievalQueryResult, ...] = Field(min_length=1)
     limitations: tuple[str, ...] = LIMITATIONS
+    harm: Unit | None = None
+    benefit: Unit | None = None
+    severe_share: Unit | None = None
+    observed_sd: float | None = Field(default=None, ge=0.0)
+    groups_for_power: int | None = Field(default=None, ge=2)
 
     @field_validator("feature_identity")
     @classmethod
@@ -180,6 +211,11 @@ class FullRetrievalEvaluation(FrozenModel):
                 raise ValueError(f"query group {q.group_id!r}: request ids disagree with its trials")
         if self.coverage != _coverage(self.trials):
             raise ValueError("coverage counts disagree with the trials")
+        v2_config = self.config.max_mean_harm is not None
+        if (self.schema_version == 2) != v2_config or (
+            v2_config and None in (self.config.severe_loss, self.config.max_severe_share)
+        ):
+            raise ValueError("a version-2 report records its resolved regression bounds; a version-1 report none")
         _check_summary(self, _summary(self.queries, self.config))
         if self.feature_identity_sha256 != canonical_digest(self.feature_identity):
             raise ValueError("feature_identity_sha256 is not the digest of feature_identity")
@@ -208,7 +244,7 @@ def evaluate_full_retrieval(
     scope_set = check_scope_set(scopes)
     check_sha256(proposal_input_checksum, "proposal_input_checksum")
     check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
-    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config")
+    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved()
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = (
         UNITY
@@ -444,14 +480,33 @@ def _summary(queries: Sequence[FullRetrievalQueryResult], cfg: FullRetrievalEval
     enough = len(queries) >= cfg.min_query_groups
     interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed) if enough else None
     out["ndcg_gain_interval"] = interval
+    bounds: dict[str, Any] = {
+        "regression_fraction": out["regression_fraction"],
+        "max_regression_fraction": cfg.max_regression_fraction,
+    }
+    if cfg.max_mean_harm is not None:  # version 2
+        harm, benefit, severe = regression_harm(diffs, cfg.severe_loss)  # type: ignore[arg-type]
+        estimate = groups_for_power(diffs)
+        out.update(
+            harm=harm,
+            benefit=benefit,
+            severe_share=severe,
+            observed_sd=estimate.sd if estimate.observed_groups >= 2 else None,
+            groups_for_power=estimate.groups_for_power,
+        )
+        bounds = {
+            "harm": harm,
+            "max_mean_harm": cfg.max_mean_harm,
+            "severe_share": severe,
+            "max_severe_share": cfg.max_severe_share,
+        }
     out["decision"] = holdout_decision(
         enough_groups=enough,
         ndcg_gain=out["ndcg_gain"],
         interval_low=None if interval is None else interval[0],
         recall_gain=out["recall_gain"],
-        regression_fraction=out["regression_fraction"],
         min_ndcg_gain=cfg.min_ndcg_gain,
-        max_regression_fraction=cfg.max_regression_fraction,
+        **bounds,
     )
     return out
 
@@ -470,7 +525,7 @@ def _check_summary(report: FullRetrievalEvaluation, expected: dict[str, Any]) ->
                     f"ndcg_gain_interval {recorded} does not match the bootstrap of the group "
                     f"differences, which gives {value}"
                 )
-        elif abs(recorded - value) > TOLERANCE:
+        elif (recorded is None) != (value is None) or (value is not None and abs(recorded - value) > TOLERANCE):
             raise ValueError(f"{name} {recorded!r} does not match the per-group results, which give {value!r}")
 
 

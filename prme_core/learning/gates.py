@@ -3,7 +3,10 @@ decision on load; Dagster asset checks call them to enforce the gates."""
 
 from __future__ import annotations
 
+import math
 from typing import Literal
+
+import numpy as np
 
 OfflineDecision = Literal["insufficient_data", "no_improvement", "improved_on_observed_candidates"]
 HoldoutDecision = Literal["insufficient_data", "no_improvement", "improved_full_retrieval"]
@@ -34,20 +37,47 @@ def holdout_decision(
     ndcg_gain: float | None,
     interval_low: float | None,
     recall_gain: float | None,
-    regression_fraction: float | None,
     min_ndcg_gain: float,
-    max_regression_fraction: float,
+    regression_fraction: float | None = None,
+    max_regression_fraction: float | None = None,
+    harm: float | None = None,
+    max_mean_harm: float | None = None,
+    severe_share: float | None = None,
+    max_severe_share: float | None = None,
 ) -> HoldoutDecision:
-    """Improvement needs the minimum mean NDCG gain, a positive bootstrap lower endpoint, no
-    mean recall loss and at most the allowed fraction of regressed groups."""
+    """Improvement needs the minimum mean NDCG gain, a positive bootstrap lower endpoint and no
+    mean recall loss, and then a bound on regressions:
+
+    * version-2 reports (``max_mean_harm`` given): the harm — the mean over all groups of the
+      NDCG lost by the groups that regressed — at most ``max_mean_harm``, and the share of
+      groups that lost at least the severe loss at most ``max_severe_share`` (the worst-case
+      guard). Many small regressions under a large net gain pass; a minority hurt badly fails.
+    * version-1 reports: at most ``max_regression_fraction`` of the groups regressed at all.
+    """
     if not enough_groups:
         return "insufficient_data"
-    assert None not in (ndcg_gain, interval_low, recall_gain, regression_fraction)
-    if (
-        ndcg_gain >= min_ndcg_gain
-        and interval_low > 0.0
-        and recall_gain >= -TOLERANCE  # type: ignore[operator]
-        and regression_fraction <= max_regression_fraction
-    ):  # type: ignore[operator]
-        return "improved_full_retrieval"
-    return "no_improvement"
+    assert None not in (ndcg_gain, interval_low, recall_gain)
+    if not (ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and recall_gain >= -TOLERANCE):  # type: ignore[operator]
+        return "no_improvement"
+    if max_mean_harm is not None:
+        assert None not in (harm, severe_share, max_severe_share)
+        bounded = harm <= max_mean_harm + TOLERANCE and severe_share <= max_severe_share + TOLERANCE  # type: ignore[operator]
+    else:
+        assert None not in (regression_fraction, max_regression_fraction)
+        bounded = regression_fraction <= max_regression_fraction  # type: ignore[operator]
+    return "improved_full_retrieval" if bounded else "no_improvement"
+
+
+def regression_harm(differences: np.ndarray, severe_loss: float) -> tuple[float, float, float]:
+    """(harm, benefit, severe share) of per-group differences: the mean over all groups of the
+    loss of the regressed groups, the same of the gain of the improved ones, and the share of
+    groups that lost at least ``severe_loss``."""
+    d = np.asarray(differences, dtype=np.float64)
+    if d.size == 0:
+        return 0.0, 0.0, 0.0
+    losses = np.where(d < -TOLERANCE, -d, 0.0)
+    gains = np.where(d > TOLERANCE, d, 0.0)
+    harm = math.fsum(losses.tolist()) / d.size
+    benefit = math.fsum(gains.tolist()) / d.size
+    severe = float(np.count_nonzero(d <= -severe_loss + TOLERANCE)) / d.size
+    return harm, benefit, severe

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+from uuid import UUID
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from prme_core.features import (
 )
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
+from prme_core.learning.pool_ranking import PoolRequest
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.learning.split import group_id, is_validation, query_digest
 from prme_core.receipts.model import PROVENANCE_SINCE
@@ -47,7 +49,9 @@ EXCLUSION_KEYS = (
     "rank_fusion_receipt_records",
     "conflicting_candidate_labels",
     "requests_without_explicit_pairs",
+    "requests_without_replayable_pool",
 )
+FitPath = Literal["pool", "judged"]
 _POLICY_CODES = {"score_path_id": 0, "reranked_prefix": 1, "score_id": 2}
 _BLEND, _MULTIPLY = 1, 2
 
@@ -157,10 +161,16 @@ class Prepared:
     requests: list[Request]
     groups: dict[str, Group]
     judged: Judged
+    path: FitPath = "judged"
+    path_reason: str = ""
+    pools: list[PoolRequest] = field(default_factory=list)
+    """Pool path: each request's recorded pool and labels, aligned with ``requests``."""
+    returned: list[tuple[tuple[bytes, ...], tuple[float, ...]]] = field(default_factory=list)
+    """Pool path: each request's recorded returned list (ids, scores), for the replay check."""
 
     @property
     def explicit_pairs(self) -> int:
-        return int(self.judged.pair_positive.size)
+        return sum(len(r.positives) * len(r.negatives) for r in self.requests)
 
     def split_groups(self, validation: bool) -> list[str]:
         return sorted(g for g, info in self.groups.items() if info.validation == validation)
@@ -191,7 +201,7 @@ def prepare(
         raise InvalidInput("surface", f"must be 'results' or 'context', got {surface!r}")
     scopes = check_scope_set(scopes)
     wanted_scope = make_scope_key(scopes)
-    config = config or LearningConfig()
+    config = (config or LearningConfig()).resolved()
     groups_by_request = _query_groups(query_groups, snapshot)
 
     exclusions = dict.fromkeys(EXCLUSION_KEYS, 0)
@@ -245,6 +255,10 @@ def prepare(
         info.query_digests.add(digest)
         requests.append(Request(request_id, gid, info.validation, positives, negatives))
 
+    path, reason, pools = _fit_path(snapshot, requests, config, exclusions)
+    if path == "pool":
+        requests, groups = _keep(requests, groups, set(pools))
+    judged = _judged_arrays(snapshot, requests if path == "judged" else [])
     return Prepared(
         owner=owner,
         scopes=scopes,
@@ -257,8 +271,71 @@ def prepare(
         exclusions={k: v for k, v in exclusions.items() if v},
         requests=requests,
         groups=groups,
-        judged=_judged_arrays(snapshot, requests),
+        judged=judged,
+        path=path,
+        path_reason=reason,
+        pools=[_pool_request(snapshot, r, pools[r.request_id]) for r in requests] if path == "pool" else [],
+        returned=[_returned(snapshot, r.request_id) for r in requests] if path == "pool" else [],
     )
+
+
+def _fit_path(
+    snapshot: FeedbackSnapshot, requests: list[Request], config: LearningConfig, exclusions: dict[str, int]
+) -> tuple[FitPath, str, dict[str, Any]]:
+    """Which fit the requests support (``LearningConfig.fit``), why, and the replayable pools."""
+    fit = config.fit or "auto"
+    if fit == "judged_pairwise":
+        return "judged", "fit=judged_pairwise was requested", {}
+    with_pool = [r.request_id for r in requests if snapshot.has_pool(r.request_id)]
+    loaded = snapshot.pools(with_pool) if with_pool else {}
+    pools = {k: c for k, c in loaded.items() if c.replay.get("complete") and c.replay.get("replayable")}
+    skipped = len(requests) - len(pools)
+    if fit == "auto":
+        train = {r.group for r in requests if r.request_id in pools and not r.validation}
+        validation = {r.group for r in requests if r.request_id in pools and r.validation}
+        if len(train) < config.min_training_queries or len(validation) < config.min_validation_queries:
+            return (
+                "judged",
+                f"{len(pools)} of {len(requests)} usable requests have a complete, replayable pool "
+                f"({len(train)} training and {len(validation)} validation groups, fewer than the "
+                f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs): "
+                "fitted on the judged candidates' recorded features instead",
+                {},
+            )
+    exclusions["requests_without_replayable_pool"] += skipped
+    return (
+        "pool",
+        f"{len(pools)} of {len(requests)} usable requests re-ranked from their recorded pools"
+        + (f" ({skipped} without a complete, replayable pool excluded)" if skipped else ""),
+        pools,
+    )
+
+
+def _keep(requests: list[Request], groups: dict[str, Group], keep: set[str]) -> tuple[list[Request], dict[str, Group]]:
+    """The requests in ``keep`` and the groups they form (indices rebuilt)."""
+    kept = [r for r in requests if r.request_id in keep]
+    rebuilt: dict[str, Group] = {}
+    for i, r in enumerate(kept):
+        old = groups[r.group]
+        info = rebuilt.get(r.group)
+        if info is None:
+            info = rebuilt[r.group] = Group(r.group, old.validation, [], set(old.query_digests))
+        info.requests.append(i)
+    return kept, rebuilt
+
+
+def _pool_request(snapshot: FeedbackSnapshot, request: Request, columns: Any) -> PoolRequest:
+    evidence = snapshot.receipts[request.request_id]
+    as_bytes = [UUID(n).bytes for n in evidence.node_ids_at(request.positives + request.negatives)]
+    split = len(request.positives)
+    return PoolRequest(columns, tuple(as_bytes[:split]), tuple(as_bytes[split:]))
+
+
+def _returned(snapshot: FeedbackSnapshot, request_id: str) -> tuple[tuple[bytes, ...], tuple[float, ...]]:
+    evidence = snapshot.receipts[request_id]
+    ids = tuple(UUID(n).bytes for n in evidence.node_ids())
+    scores = tuple(evidence.projection.float_block()[0].tolist())  # "score" is the first float column
+    return ids, scores
 
 
 def _validated_labels(snapshot: FeedbackSnapshot, record: Any, owner: str) -> list[tuple[int, bool]]:

@@ -9,28 +9,46 @@ computed once, after the fit. Nothing here changes any active weight or profile.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from prme_core.errors import BaselineReplayMismatch
+from prme_core.errors import BaselineReplayMismatch, InvalidEvidence
 from prme_core.features import WEIGHT_COUNT
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.bootstrap import bootstrap_interval
 from prme_core.learning.config import LearningConfig
-from prme_core.learning.fit import PairwiseObjective, coordinate_search, judged_metrics, proposed_scores
+from prme_core.learning.fit import (
+    FIT_ALGORITHM,
+    PairwiseObjective,
+    coordinate_search,
+    judged_metrics,
+    proposed_scores,
+)
 from prme_core.learning.gates import offline_decision
 from prme_core.learning.observations import Prepared, prepare
+from prme_core.learning.pool_fit import (
+    POOL_NDCG_ALGORITHM,
+    POOL_PAIRWISE_ALGORITHM,
+    PoolObjective,
+    fit_sample,
+    pool_set,
+    search,
+)
+from prme_core.learning.pool_ranking import PoolSet, recorded_lists
+from prme_core.learning.power import groups_for_power
 from prme_core.learning.proposal import (
+    AlternativeFit,
     LearningCoverage,
     LearningEvaluation,
     QueryLearningResult,
     learning_input_checksum,
 )
 from prme_core.learning.snapshot import FeedbackSnapshot
-from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
+from prme_core.retrieval.multipliers import FAMILY_V1, UNITY, RankingMultipliers
 from prme_core.validation import parse_model
 
 
@@ -91,20 +109,44 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
         receipt_checksums=prepared.receipt_checksums,
         coverage=coverage_of(prepared),
         exclusions=prepared.exclusions,
+        fit_path=prepared.path,
+        fit_reason=prepared.path_reason,
+    )
+    pool = prepared.path == "pool"
+    common.update(
+        algorithm=_pool_algorithm(cfg) if pool else FIT_ALGORITHM,
+        metric="pool_judged_ndcg" if pool else "judged_ndcg",
+        family=cfg.family if pool else FAMILY_V1,
     )
     if not coverage_sufficient(prepared):
         return LearningEvaluation(**common, multipliers=UNITY, decision="insufficient_data")
+    fitted = _pool_fit(prepared) if pool else _judged_fit(prepared)
+    return _report(prepared, common, fitted)
+
+
+@dataclass
+class _Fitted:
+    """A fit's outcome, whichever path produced it: per-request metrics of both arms."""
+
+    multipliers: RankingMultipliers
+    loss_before: float
+    loss_after: float
+    base: tuple[np.ndarray, np.ndarray]  # (NDCG, pairwise accuracy) per request at the baseline
+    candidate: tuple[np.ndarray, np.ndarray]
+    fit_requests: int
+    search_evaluations: int | None = None
+    alternative: tuple[str, RankingMultipliers, tuple[np.ndarray, np.ndarray], int] | None = None
+
+
+def _judged_fit(prepared: Prepared) -> _Fitted:
+    cfg = prepared.config
     check = baseline_replay_check(prepared)
     if not check.exact:
         raise BaselineReplayMismatch(
             f"baseline score replay mismatch on {check.mismatches} of {check.candidates} judged candidates "
             f"(largest difference {check.worst_difference:.3g}); the receipts cannot support learning"
         )
-
-    group_ids = sorted(prepared.groups)
-    group_index = {g: i for i, g in enumerate(group_ids)}
-    request_group = np.array([group_index[r.group] for r in prepared.requests], dtype=np.int64)
-    validation_group = np.array([prepared.groups[g].validation for g in group_ids])
+    request_group, validation_group = _group_index(prepared)
     training_requests = np.flatnonzero(~validation_group[request_group])
     train_groups = sorted({int(request_group[i]) for i in training_requests})
     local_group = {g: i for i, g in enumerate(train_groups)}
@@ -115,14 +157,137 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
         regularization=cfg.regularization,
     )
     multipliers, loss_before, loss_after = coordinate_search(objective, cfg.passes_per_step)
-
     n_requests = len(prepared.requests)
-    base_ndcg, base_pairs = judged_metrics(prepared.judged, prepared.judged.recorded, n_requests, cfg.ndcg_k)
-    cand_ndcg, cand_pairs = judged_metrics(
-        prepared.judged, proposed_scores(prepared.judged, multipliers), n_requests, cfg.ndcg_k
+    return _Fitted(
+        multipliers=RankingMultipliers.from_vector(multipliers),
+        loss_before=loss_before,
+        loss_after=loss_after,
+        base=judged_metrics(prepared.judged, prepared.judged.recorded, n_requests, cfg.ndcg_k),
+        candidate=judged_metrics(
+            prepared.judged, proposed_scores(prepared.judged, multipliers), n_requests, cfg.ndcg_k
+        ),
+        fit_requests=int(training_requests.size),
     )
+
+
+def _pool_algorithm(cfg: LearningConfig) -> str:
+    return POOL_PAIRWISE_ALGORITHM if cfg.fit == "pool_pairwise" else POOL_NDCG_ALGORITHM
+
+
+def pool_replay_check(prepared: Prepared) -> ReplayCheck:
+    """Do the recorded pools, re-ranked under each request's recorded adjustment, reproduce every
+    returned list exactly (ids, order and scores)?"""
+    if not prepared.pools:
+        return ReplayCheck(True, 0, 0, 0.0)
+    pools = pool_set(prepared.pools)
+    lists = recorded_lists(pools.rank(None, recorded=True), pools)
+    bad = [
+        i
+        for i, (got, want) in enumerate(zip(lists, prepared.returned, strict=True))
+        if tuple(got[0]) != want[0] or tuple(got[1]) != want[1]
+    ]
+    worst = 0.0
+    for i in bad:
+        scores, want_scores = lists[i][1], prepared.returned[i][1]
+        if len(scores) == len(want_scores):
+            worst = max([worst, *(abs(a - b) for a, b in zip(scores, want_scores))])
+        else:
+            worst = math.inf
+    return ReplayCheck(not bad, len(lists), len(bad), worst)
+
+
+def _pool_fit(prepared: Prepared) -> _Fitted:
+    cfg = prepared.config
+    check = pool_replay_check(prepared)
+    if not check.exact:
+        raise BaselineReplayMismatch(
+            f"pool replay does not reproduce {check.mismatches} of {check.candidates} recorded returned lists "
+            "(ids, order or scores); the recorded pools cannot support learning"
+        )
+    everything = pool_set(prepared.pools)
+    base_interactions = _base_interactions(everything)
+    request_group, validation_group = _group_index(prepared)
+    training = [i for i in range(len(prepared.requests)) if not validation_group[request_group[i]]]
+    sample = [
+        training[i]
+        for i in fit_sample(
+            [prepared.requests[i].request_id for i in training],
+            [int(request_group[i]) for i in training],
+            limit=cfg.max_fit_requests,
+            seed=cfg.seed,
+        )
+    ]
+    train_groups = sorted({int(request_group[i]) for i in sample})
+    local = {g: i for i, g in enumerate(train_groups)}
+    train_pools = pool_set(prepared.pools, sample)
+    groups = np.array([local[int(request_group[i])] for i in sample], dtype=np.int64)
+    baseline_ranking = everything.rank(None, recorded=True)
+    base = everything.judged_metrics(baseline_ranking, cfg.ndcg_k)
+    results = {}
+    for algorithm in (_pool_algorithm(cfg), _other(_pool_algorithm(cfg))):
+        objective = PoolObjective(
+            train_pools,
+            groups,
+            algorithm=algorithm,  # type: ignore[arg-type]
+            k=cfg.ndcg_k,
+            regularization=cfg.pool_regularization if algorithm == POOL_NDCG_ALGORITHM else cfg.regularization,
+            margin_scale=cfg.margin_scale,
+            base_interactions=base_interactions,
+        )
+        found = search(
+            objective, family=cfg.family, seed=cfg.seed, starts=cfg.search_starts, passes_per_step=cfg.passes_per_step
+        )
+        adjustment = found.parameters.adjustment()
+        offset = 1.0 if algorithm == POOL_NDCG_ALGORITHM else 0.0  # losses: 1 − objective, or the pairwise loss
+        results[algorithm] = (
+            adjustment,
+            offset - found.value_at_identity,
+            offset - found.value,
+            everything.judged_metrics(everything.rank(adjustment), cfg.ndcg_k),
+            found.evaluations,
+        )
+    chosen, other = results[_pool_algorithm(cfg)], results[_other(_pool_algorithm(cfg))]
+    return _Fitted(
+        multipliers=chosen[0],
+        loss_before=chosen[1],
+        loss_after=chosen[2],
+        base=base,
+        candidate=chosen[3],
+        fit_requests=len(sample),
+        search_evaluations=chosen[4],
+        alternative=(_other(_pool_algorithm(cfg)), other[0], other[3], other[4]),
+    )
+
+
+def _other(algorithm: str) -> str:
+    return POOL_PAIRWISE_ALGORITHM if algorithm == POOL_NDCG_ALGORITHM else POOL_NDCG_ALGORITHM
+
+
+def _base_interactions(pools: PoolSet) -> tuple[float, ...]:
+    """The base configuration's interaction weights: the family-2 identity (one for all requests)."""
+    found = {scoring.interaction_vector() for scoring, *_ in pools.contexts}
+    if len(found) != 1:
+        raise InvalidEvidence(
+            f"the judged requests ran under {len(found)} different interaction weight settings; a family-2 "
+            "proposal needs one base configuration — cut a snapshot of feedback collected under one"
+        )
+    return found.pop()
+
+
+def _group_index(prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    group_ids = sorted(prepared.groups)
+    group_index = {g: i for i, g in enumerate(group_ids)}
+    request_group = np.array([group_index[r.group] for r in prepared.requests], dtype=np.int64)
+    validation_group = np.array([prepared.groups[g].validation for g in group_ids])
+    return request_group, validation_group
+
+
+def _group_results(
+    prepared: Prepared, base: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray]
+) -> list[QueryLearningResult]:
+    (base_ndcg, base_pairs), (cand_ndcg, cand_pairs) = base, candidate
     queries = []
-    for g in group_ids:
+    for g in sorted(prepared.groups):
         info = prepared.groups[g]
         idx = info.requests
         queries.append(
@@ -137,11 +302,23 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
                 candidate_ndcg=float(np.mean(cand_ndcg[idx])),
             )
         )
+    return queries
+
+
+def _validation_summary(
+    queries: list[QueryLearningResult], cfg: LearningConfig
+) -> tuple[np.ndarray, float, float, tuple[float, float]]:
     validation = [q for q in queries if q.split == "validation"]
     diffs = np.array([q.candidate_ndcg - q.baseline_ndcg for q in validation])
-    gain = float(diffs.mean())
-    pairwise_gain = float(np.mean([q.candidate_pairwise_accuracy - q.baseline_pairwise_accuracy for q in validation]))
+    pairwise = float(np.mean([q.candidate_pairwise_accuracy - q.baseline_pairwise_accuracy for q in validation]))
     interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
+    return diffs, float(diffs.mean()), pairwise, interval
+
+
+def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> LearningEvaluation:
+    cfg = prepared.config
+    queries = _group_results(prepared, fitted.base, fitted.candidate)
+    diffs, gain, pairwise_gain, interval = _validation_summary(queries, cfg)
     decision = offline_decision(
         enough_groups=True,
         ndcg_gain=gain,
@@ -149,16 +326,36 @@ def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
         pairwise_gain=pairwise_gain,
         min_ndcg_gain=cfg.min_ndcg_gain,
     )
+    estimate = groups_for_power(diffs)
+    alternative = None
+    if fitted.alternative is not None:
+        algorithm, multipliers, metrics, evaluations = fitted.alternative
+        _, alt_gain, alt_pairwise, alt_interval = _validation_summary(
+            _group_results(prepared, fitted.base, metrics), cfg
+        )
+        alternative = AlternativeFit(
+            algorithm=algorithm,  # type: ignore[arg-type]
+            multipliers=multipliers,
+            validation_ndcg_gain=alt_gain,
+            validation_pairwise_gain=alt_pairwise,
+            validation_gain_interval=alt_interval,
+            search_evaluations=evaluations,
+        )
     return LearningEvaluation(
         **common,
-        multipliers=RankingMultipliers.from_vector(multipliers),
+        multipliers=fitted.multipliers,
         decision=decision,
-        training_loss_before=loss_before,
-        training_loss_after=loss_after,
+        training_loss_before=fitted.loss_before,
+        training_loss_after=fitted.loss_after,
         validation_ndcg_gain=gain,
         validation_pairwise_gain=pairwise_gain,
         validation_gain_interval=interval,
         queries=tuple(queries),
+        fit_requests=fitted.fit_requests,
+        search_evaluations=fitted.search_evaluations,
+        observed_sd=estimate.sd if estimate.observed_groups >= 2 else None,
+        groups_for_power=estimate.groups_for_power,
+        alternative=alternative,
     )
 
 

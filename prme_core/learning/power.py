@@ -16,9 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prme_core.learning.full_retrieval import FullRetrievalEvaluation
-from prme_core.learning.proposal import LearningEvaluation
-
 Z_INTERVAL = 1.96
 """Two-sided 95% (the gates' bootstrap interval)."""
 Z_POWER = 0.84
@@ -52,22 +49,3 @@ def groups_for_power(differences: Sequence[float] | np.ndarray) -> GroupsNeeded:
         return GroupsNeeded(n, gain, sd, None)
     needed = math.ceil((Z_INTERVAL + Z_POWER) ** 2 * sd * sd / (gain * gain))
     return GroupsNeeded(n, gain, sd, max(2, needed))
-
-
-def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int | None]:
-    """(estimate over the validation groups, more judged query groups to collect in total).
-
-    Only ``validation_fraction`` of new judged query groups land in validation (the split is a
-    hash), so the groups to collect are the validation groups needed divided by that fraction,
-    less every group already judged."""
-    validation = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
-    estimate = groups_for_power(validation)
-    if estimate.groups_for_power is None:
-        return estimate, None
-    total_needed = math.ceil(estimate.groups_for_power / report.config.validation_fraction)
-    return estimate, max(0, total_needed - len(report.queries))
-
-
-def holdout_groups_needed(evaluation: FullRetrievalEvaluation) -> GroupsNeeded:
-    """The estimate over the holdout's query groups (more registered holdout queries to add)."""
-    return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries])

@@ -9,7 +9,7 @@ refuses to load if any of them disagree (a tampered decision, metric or checksum
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 from uuid import UUID
 
 import numpy as np
@@ -20,9 +20,11 @@ from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
+from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM
+from prme_core.learning.power import groups_for_power
 from prme_core.learning.split import SPLIT_ALGORITHM, is_validation
-from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.types import FrozenModel, Owner, Sha256Hex, SortedUnique
+from prme_core.retrieval.multipliers import UNITY, ProfileFamily, RankingMultipliers
+from prme_core.types import EvolvingModel, FrozenModel, Owner, Sha256Hex, SortedUnique
 
 OFFLINE_LIMITATIONS = (
     "Scores only candidates the recorded retrievals returned and people judged; candidate generation, "
@@ -33,6 +35,11 @@ OFFLINE_LIMITATIONS = (
 )
 
 Unit = float
+FitAlgorithm = Literal["pairwise_weight_multipliers_v1", "pool_ndcg_search_v2", "pool_pairwise_logistic_v2"]
+Metric = Literal["judged_ndcg", "pool_judged_ndcg"]
+"""How validation NDCG@k is measured: ``judged_ndcg`` ranks only the judged candidates by
+their replayed scores (version 1); ``pool_judged_ndcg`` re-ranks each request's whole recorded
+pool and scores the returned list, judged positives gaining and everything else not."""
 
 
 class QueryLearningResult(FrozenModel):
@@ -71,11 +78,45 @@ def learning_input_checksum(
     )
 
 
-class LearningEvaluation(FrozenModel):
-    """The offline proposal report (schema version 1)."""
+class AlternativeFit(FrozenModel):
+    """The other pool objective, fitted on the same training requests and measured on the same
+    validation groups — reported beside the proposal for comparison; it decides nothing."""
 
-    schema_version: Literal[1] = 1
-    algorithm: Literal["pairwise_weight_multipliers_v1"] = FIT_ALGORITHM
+    algorithm: FitAlgorithm
+    multipliers: RankingMultipliers
+    validation_ndcg_gain: float
+    validation_pairwise_gain: float
+    validation_gain_interval: tuple[float, float]
+    search_evaluations: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AlternativeFit:
+        low, high = self.validation_gain_interval
+        if not low <= high:
+            raise ValueError("an interval's lower end cannot exceed its upper end")
+        return self
+
+
+class LearningEvaluation(EvolvingModel):
+    """The offline proposal report. Version 1: six multipliers fitted on judged candidates.
+    Version 2 adds the profile family, how it was fitted (pool replay or judged candidates) and
+    why, the validation metric, the fit's sample and search size, the observed per-group spread
+    with the groups 80% power needs, and the alternative pool objective side by side."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "family",
+        "fit_path",
+        "fit_reason",
+        "metric",
+        "fit_requests",
+        "search_evaluations",
+        "observed_sd",
+        "groups_for_power",
+        "alternative",
+    )
+
+    schema_version: Literal[1, 2] = 2
+    algorithm: FitAlgorithm = FIT_ALGORITHM
     split_algorithm: Literal["sha256-seeded-group-hash-v1"] = SPLIT_ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
@@ -98,9 +139,19 @@ class LearningEvaluation(FrozenModel):
     exclusions: dict[str, int] = Field(default_factory=dict)
     queries: tuple[QueryLearningResult, ...] = ()
     limitations: tuple[str, ...] = OFFLINE_LIMITATIONS
+    family: ProfileFamily | None = None
+    fit_path: Literal["pool", "judged"] | None = None
+    fit_reason: str | None = None
+    metric: Metric | None = None
+    fit_requests: int | None = Field(default=None, ge=0)
+    search_evaluations: int | None = Field(default=None, ge=0)
+    observed_sd: float | None = Field(default=None, ge=0.0)
+    groups_for_power: int | None = Field(default=None, ge=2)
+    alternative: AlternativeFit | None = None
 
     @model_validator(mode="after")
     def _rederive(self) -> LearningEvaluation:
+        self._check_version()
         if len(set(self.feedback_ids)) != len(self.feedback_ids) or self.coverage.feedback_records != len(
             self.feedback_ids
         ):
@@ -141,6 +192,7 @@ class LearningEvaluation(FrozenModel):
         interval = bootstrap_interval(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
         if self.validation_gain_interval is None or tuple(self.validation_gain_interval) != interval:
             raise ValueError("the bootstrap interval does not match the per-group differences")
+        self._check_power(diffs)
         decision = offline_decision(
             enough_groups=True,
             ndcg_gain=gain,
@@ -151,6 +203,34 @@ class LearningEvaluation(FrozenModel):
         if decision != self.decision:
             raise ValueError("learning decision does not match its validation evidence")
         return self
+
+    def _check_version(self) -> None:
+        v2 = (self.family, self.fit_path, self.fit_reason, self.metric)
+        if self.schema_version == 1:
+            if self.algorithm != FIT_ALGORITHM or any(getattr(self, f) is not None for f in self.ADDED_FIELDS):
+                raise ValueError(
+                    "a version-1 report fits six multipliers on judged candidates and records nothing more"
+                )
+            return
+        if None in v2 or self.config.fit is None:
+            raise ValueError("a version-2 report records its family, fit path and reason, metric and resolved config")
+        pool = self.fit_path == "pool"
+        if pool != (self.algorithm in (POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM)) or pool != (
+            self.metric == "pool_judged_ndcg"
+        ):
+            raise ValueError("the algorithm and metric must be those of the report's fit path")
+        if self.decision != "insufficient_data" and self.multipliers.family != self.family:
+            raise ValueError(f"the proposal's multipliers are not of family {self.family}")
+
+    def _check_power(self, diffs: np.ndarray) -> None:
+        if self.schema_version == 1:
+            return
+        estimate = groups_for_power(diffs)
+        sd = estimate.sd if estimate.observed_groups >= 2 else None
+        if (self.observed_sd is None) != (sd is None) or (sd is not None and abs(sd - self.observed_sd) > TOLERANCE):  # type: ignore[operator]
+            raise ValueError("observed_sd does not match the validation groups' differences")
+        if self.groups_for_power != estimate.groups_for_power:
+            raise ValueError("groups_for_power does not match the validation groups' gain and spread")
 
     def _check_insufficient(self, enough: bool) -> None:
         if self.decision != "insufficient_data" or enough:
@@ -165,6 +245,9 @@ class LearningEvaluation(FrozenModel):
                 self.validation_ndcg_gain,
                 self.validation_pairwise_gain,
                 self.validation_gain_interval,
+                self.observed_sd,
+                self.groups_for_power,
+                self.alternative,
             )
         ):
             raise ValueError("an insufficient-coverage report records no losses or metrics")

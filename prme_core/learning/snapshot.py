@@ -15,7 +15,7 @@ another process) can reload the identical cut and verify it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -30,9 +30,10 @@ from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
+from prme_core.receipts.pool import PoolColumns
 from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
-from prme_core.receipts.store import OP_RECEIPT
-from prme_core.receipts.versions import PACKED_POOL_SINCE
+from prme_core.receipts.store import OP_RECEIPT, get_receipts, load_pool_columns
+from prme_core.receipts.versions import PACKED_POOL_SINCE, POOL_SINCE
 from prme_core.storage.base import Store
 from prme_core.storage.records import StoredOperation
 from prme_core.types import FrozenModel, Owner, Sha256Hex
@@ -204,6 +205,10 @@ class SnapshotManifest(FrozenModel):
     snapshot_sha256: Sha256Hex
 
 
+PoolLoader = Callable[[Sequence[str]], dict[str, PoolColumns]]
+"""Request ids → the verified pool columns of those receipts (each must have a pool)."""
+
+
 @dataclass(frozen=True)
 class FeedbackSnapshot:
     owner: str
@@ -212,6 +217,18 @@ class FeedbackSnapshot:
     record_checksums: dict[str, str]
     receipts: dict[str, ReceiptEvidence]
     snapshot_sha256: str
+    pool_loader: PoolLoader | None = field(default=None, compare=False, repr=False)
+    """Reads recorded pools on demand (pool-replay fitting needs only some of them); the pools
+    are bound to receipts the snapshot already verified, and a loader checks that binding."""
+
+    def has_pool(self, request_id: str) -> bool:
+        """Whether the request's receipt records a pool (version 10 inline or version 11 packed)."""
+        return int(self.receipts[request_id].header["schema_version"]) >= POOL_SINCE
+
+    def pools(self, request_ids: Sequence[str]) -> dict[str, PoolColumns]:
+        if self.pool_loader is None:
+            raise MissingEvidence("this snapshot was made without access to recorded pools; re-cut it from the store")
+        return self.pool_loader(request_ids)
 
     def manifest(self) -> SnapshotManifest:
         return SnapshotManifest(
@@ -297,7 +314,38 @@ def _assemble(
         record_checksums=checksums,
         receipts=receipts,
         snapshot_sha256=snapshot_digest(checksums, receipts),
+        pool_loader=_store_pools(store, owner, receipts),
     )
+
+
+def _store_pools(store: Store, owner: str, receipts: Mapping[str, ReceiptEvidence]) -> PoolLoader:
+    """Packed pools (version 11) are read from their rows against the digest the verified
+    projection names; inline pools (version 10) from their receipts, whose checksum must be
+    the one the snapshot verified."""
+
+    def load(request_ids: Sequence[str]) -> dict[str, PoolColumns]:
+        packed: dict[str, tuple[str, str]] = {}
+        inline: list[str] = []
+        for request_id in request_ids:
+            evidence = receipts[request_id]
+            version = int(evidence.header["schema_version"])
+            if version >= PACKED_POOL_SINCE:
+                packed[request_id] = (evidence.checksum, evidence.header["pool_sha256"])
+            elif version >= POOL_SINCE:
+                inline.append(request_id)
+            else:
+                raise InvalidInput("request_ids", f"receipt {request_id} is version {version} and records no pool")
+        out = load_pool_columns(store, owner, packed)
+        for request_id, (receipt, checksum) in get_receipts(store, owner, [UUID(r) for r in inline]).items():
+            if checksum != receipts[str(request_id)].checksum:
+                raise CorruptRecord(f"receipt {request_id} changed since the snapshot verified it; re-cut the snapshot")
+            out[str(request_id)] = receipt.pool_columns()  # type: ignore[assignment]
+        missing = [r for r in inline if r not in out]
+        if missing:
+            raise MissingEvidence(f"receipt {missing[0]} is gone since the snapshot verified it; re-cut the snapshot")
+        return out
+
+    return load
 
 
 def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> dict[str, ReceiptEvidence]:
@@ -383,11 +431,26 @@ def snapshot_from_receipts(
     """A snapshot over exported models (receipt, checksum) and records, without a store."""
     owner = check_owner(owner)
     evidence: dict[str, ReceiptEvidence] = {}
+    models: dict[str, RetrievalReceipt] = {}
     for receipt, checksum in receipts:
         key = str(receipt.request_id)
         if key in evidence and evidence[key].checksum != checksum:
             raise AmbiguousRecord(f"conflicting receipt identity for request {key}")
         evidence[key] = ReceiptEvidence(key, checksum, packed_projection(receipt))
+        models[key] = receipt
+
+    def pools(request_ids: Sequence[str]) -> dict[str, PoolColumns]:
+        out = {}
+        for request_id in request_ids:
+            columns = models[request_id].pool_columns()
+            if columns is None:
+                raise MissingEvidence(
+                    f"receipt {request_id} was exported without its packed pool; read it with its pool "
+                    "(get_receipt(..., with_pool=True))"
+                )
+            out[request_id] = columns
+        return out
+
     by_id: dict[str, RelevanceRecord] = {}
     for record in records:
         key = str(record.feedback_id)
@@ -405,4 +468,5 @@ def snapshot_from_receipts(
         record_checksums=checksums,
         receipts=evidence,
         snapshot_sha256=snapshot_digest(checksums, evidence),
+        pool_loader=pools,
     )

@@ -8,7 +8,7 @@ a later stage (in another process) can reload. Nothing here activates anything.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import Field
@@ -18,10 +18,10 @@ from prme_core.errors import HoldoutOverlapsTraining, HoldoutQueryNotFound, Memo
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalEvaluationConfig
 from prme_core.learning.observations import prepare
-from prme_core.learning.offline import baseline_replay_check, coverage_of
+from prme_core.learning.offline import baseline_replay_check, coverage_of, pool_replay_check
 from prme_core.learning.proposal import LearningCoverage, LearningEvaluation
 from prme_core.learning.snapshot import FeedbackSnapshot
-from prme_core.types import FrozenModel, Owner, Sha256Hex
+from prme_core.types import EvolvingModel, FrozenModel, Owner, Sha256Hex
 
 
 class SplitGroup(FrozenModel):
@@ -30,8 +30,12 @@ class SplitGroup(FrozenModel):
     requests: int = Field(ge=1)
 
 
-class SplitSummary(FrozenModel):
-    """The query split and the two facts gated before fitting: coverage and exact replay."""
+class SplitSummary(EvolvingModel):
+    """The query split and the two facts gated before fitting: coverage and exact replay. On
+    the pool path (``fit_path``) the replay counts are recorded returned lists that re-ranking
+    the recorded pools must reproduce; on the judged path, judged candidates' scores."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ("fit_path", "fit_reason")
 
     owner: Owner
     scopes: tuple[str, ...]
@@ -45,6 +49,8 @@ class SplitSummary(FrozenModel):
     replay_mismatches: int
     replay_worst_difference: float
     groups: tuple[SplitGroup, ...]
+    fit_path: Literal["pool", "judged"] | None = None
+    fit_reason: str | None = None
 
     @property
     def coverage_sufficient(self) -> bool:
@@ -67,7 +73,7 @@ def split_stage(
     query_groups: dict[str, str] | None = None,
 ) -> SplitSummary:
     prepared = prepare(snapshot, owner=owner, scopes=scopes, config=config, query_groups=query_groups)
-    replay = baseline_replay_check(prepared)
+    replay = pool_replay_check(prepared) if prepared.path == "pool" else baseline_replay_check(prepared)
     cfg = prepared.config
     return SplitSummary(
         owner=prepared.owner,
@@ -85,6 +91,8 @@ def split_stage(
             SplitGroup(group_id=g, split="validation" if info.validation else "train", requests=len(info.requests))
             for g, info in sorted(prepared.groups.items())
         ),
+        fit_path=prepared.path,
+        fit_reason=prepared.path_reason,
     )
 
 

@@ -23,11 +23,8 @@ from typing import Any, Literal
 
 from prme_core.learning.bootstrap import CONFIDENCE
 from prme_core.learning.config import LearningConfig
-from prme_core.learning.power import (
-    GroupsNeeded,
-    holdout_groups_needed,
-    offline_groups_needed,
-)
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.power import GroupsNeeded, groups_for_power
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 
@@ -48,6 +45,25 @@ class Verdict:
         if self.passed:
             return "passed"
         return "expected_no" if self.expected else "integrity_failure"
+
+
+def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int | None]:
+    """(estimate over the validation groups, more judged query groups to collect in total).
+
+    Only ``validation_fraction`` of new judged query groups land in validation (the split is a
+    hash), so the groups to collect are the validation groups needed divided by that fraction,
+    less every group already judged."""
+    validation = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
+    estimate = groups_for_power(validation)
+    if estimate.groups_for_power is None:
+        return estimate, None
+    total_needed = math.ceil(estimate.groups_for_power / report.config.validation_fraction)
+    return estimate, max(0, total_needed - len(report.queries))
+
+
+def holdout_groups_needed(evaluation: FullRetrievalEvaluation) -> GroupsNeeded:
+    """The estimate over the holdout's query groups (more registered holdout queries to add)."""
+    return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries])
 
 
 def _coverage_needs(training: int, validation: int, config: LearningConfig) -> dict[str, Any]:
@@ -80,6 +96,38 @@ def _power_needs(estimate: GroupsNeeded, more: int | None, noun: str) -> dict[st
     }
 
 
+def fit_facts(proposal: LearningEvaluation) -> dict[str, Any]:
+    """How a proposal was fitted and what it can be compared with (version-2 reports)."""
+    alt = proposal.alternative
+    return {
+        "family": proposal.family or "multipliers_v1",
+        "algorithm": proposal.algorithm,
+        "fit_path": proposal.fit_path or "judged",
+        "fit_reason": proposal.fit_reason,
+        "metric": proposal.metric or "judged_ndcg",
+        "fit_requests": proposal.fit_requests,
+        "alternative": None if alt is None else alt.algorithm,
+        "alternative_validation_ndcg_gain": None if alt is None else alt.validation_ndcg_gain,
+        "alternative_interval_low": None if alt is None else alt.validation_gain_interval[0],
+    }
+
+
+def regression_bounds(evaluation: FullRetrievalEvaluation) -> dict[str, Any]:
+    """The holdout's regression measures with the thresholds that bounded them."""
+    e, cfg = evaluation, evaluation.config
+    if e.schema_version == 1:
+        return {"regression_fraction": e.regression_fraction, "max_regression_fraction": cfg.max_regression_fraction}
+    return {
+        "harm": e.harm,
+        "max_mean_harm": cfg.max_mean_harm,
+        "benefit": e.benefit,
+        "severe_share": e.severe_share,
+        "severe_loss": cfg.severe_loss,
+        "max_severe_share": cfg.max_severe_share,
+        "regression_fraction": e.regression_fraction,
+    }
+
+
 def coverage_verdict(split: SplitSummary) -> Verdict:
     c = split.coverage
     facts = {
@@ -109,17 +157,21 @@ def coverage_verdict(split: SplitSummary) -> Verdict:
 
 
 def replay_verdict(split: SplitSummary) -> Verdict:
+    pool = split.fit_path == "pool"
+    unit = "recorded returned lists" if pool else "judged candidates"
     facts = {
-        "judged_candidates": split.replay_candidates,
+        "fit_path": split.fit_path or "judged",
+        "replayed": split.replay_candidates,
+        "replayed_unit": unit,
         "mismatches": split.replay_mismatches,
         "largest_difference": split.replay_worst_difference,
     }
     if split.replay_exact:
-        return Verdict(True, f"all {split.replay_candidates} judged candidates replay exactly at unity", facts)
+        how = "re-ranking the recorded pools reproduces all" if pool else "replay at unity reproduces all"
+        return Verdict(True, f"{how} {split.replay_candidates} {unit} exactly", facts)
     return Verdict(
         False,
-        f"{split.replay_mismatches} judged candidates do not replay to their recorded scores; "
-        "the receipts cannot support learning",
+        f"{split.replay_mismatches} {unit} do not replay to what was recorded; the receipts cannot support learning",
         facts,
     )
 
@@ -134,6 +186,7 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
         "validation_pairwise_gain": proposal.validation_pairwise_gain,
         "min_ndcg_gain": proposal.config.min_ndcg_gain,
         "input_checksum": proposal.input_checksum,
+        **fit_facts(proposal),
         **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()},
     }
     if proposal.decision == "improved_on_observed_candidates":
@@ -185,11 +238,10 @@ def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
         "mrr_gain": e.mrr_gain,
         "interval_low": None if interval is None else interval[0],
         "interval_high": None if interval is None else interval[1],
-        "regression_fraction": e.regression_fraction,
+        **regression_bounds(e),
         "query_groups": e.coverage.query_groups,
         "min_query_groups": e.config.min_query_groups,
         "min_ndcg_gain": e.config.min_ndcg_gain,
-        "max_regression_fraction": e.config.max_regression_fraction,
         "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id),
     }
     if e.decision == "improved_full_retrieval":

@@ -89,20 +89,42 @@ def current_update_coefficients(
     the relevance floor is capped at its relevance, and under rank fusion it gets no boost. The
     recorded coefficient is adjusted/base, kept only when it raises the score.
     """
-    m = weights.current_update_multiplier
+    return current_update_coefficient_array(
+        base,
+        relevance,
+        eligible,
+        weights.current_update_multiplier,
+        weights.relevance_floor,
+        weighted=weights.fusion == "weighted",
+    )
+
+
+def current_update_coefficient_array(
+    base: np.ndarray,
+    relevance: np.ndarray,
+    eligible: np.ndarray,
+    multiplier: float | np.ndarray,
+    floor: float | np.ndarray,
+    *,
+    weighted: bool,
+) -> np.ndarray:
+    """``current_update_coefficients`` with the multiplier and floor given per candidate (or as
+    scalars), so pools re-ranked in a batch under several weight sets get the same bits."""
+    m = np.broadcast_to(np.asarray(multiplier, dtype=np.float64), base.shape)
+    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), base.shape)
     coefficient = np.ones_like(base)
-    if m <= 1.0:
+    applies = m > 1.0
+    if not np.any(applies):
         return coefficient
-    floor = weights.relevance_floor
     below = (floor > 0.0) & (relevance < floor)
     adjusted = base * m
-    if weights.fusion == "weighted":
+    if weighted:
         adjusted = np.where(below, np.minimum(adjusted, relevance), adjusted)
     else:
         adjusted = np.where(below, base, adjusted)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(base > 0.0, adjusted / base, 1.0)
-    keep = eligible & (base > 0.0) & (adjusted > base) & (ratio >= 1.0) & (ratio <= 2.0)
+    keep = applies & eligible & (base > 0.0) & (adjusted > base) & (ratio >= 1.0) & (ratio <= 2.0)
     return np.where(keep, ratio, 1.0)
 
 

@@ -8,18 +8,19 @@ from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 
 def test_the_learning_policy_defaults_are_the_prme_core_config_defaults():
     policy = LearningPolicyResource()
-    for field, info in LearningConfig.model_fields.items():
-        assert getattr(policy, field) == info.default, field
+    learning, holdout = LearningConfig().resolved(), FullRetrievalEvaluationConfig().resolved()
+    for field in LearningConfig.model_fields:
+        assert getattr(policy, field) == getattr(learning, field), field
     for field, name in HOLDOUT_FIELDS.items():
-        assert getattr(policy, name) == FullRetrievalEvaluationConfig.model_fields[field].default, name
+        assert getattr(policy, name) == getattr(holdout, field), name
     assert set(HOLDOUT_FIELDS) == set(FullRetrievalEvaluationConfig.model_fields)
     assert policy.max_records == DEFAULT_MAX_RECORDS
 
 
 def test_the_default_learning_policy_builds_the_default_prme_core_configs():
     policy = LearningPolicyResource()
-    assert policy.learning_config() == LearningConfig()
-    assert policy.holdout_config() == FullRetrievalEvaluationConfig()
+    assert policy.learning_config() == LearningConfig().resolved()
+    assert policy.holdout_config() == FullRetrievalEvaluationConfig().resolved()
 
 
 def test_every_policy_field_sets_a_prme_core_config_field_or_the_snapshot_bound():

@@ -16,7 +16,6 @@ from prme_core.errors import (
 )
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.offline import evaluate_learning
-from prme_core.learning.power import offline_groups_needed
 from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.learning.stages import SplitSummary, holdout_stage, split_stage
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
@@ -25,6 +24,7 @@ from prme_core.learning.verdicts import (
     holdout_gate_verdict,
     holdout_memory_verdict,
     offline_gate_verdict,
+    offline_groups_needed,
     replay_verdict,
 )
 from prme_core.receipts.store import receipt_bytes

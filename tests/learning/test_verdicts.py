@@ -87,9 +87,15 @@ def test_coverage_verdict_fails_when_either_split_has_too_few_groups(snapshot, s
 def test_replay_verdict_passes_when_every_judged_candidate_replays_exactly(split):
     verdict = replay_verdict(split)
     assert verdict.passed and split.replay_mismatches == 0 and split.replay_candidates > 0
-    assert verdict.description == f"all {split.replay_candidates} judged candidates replay exactly at unity"
+    unit = "recorded returned lists" if split.fit_path == "pool" else "judged candidates"
+    how = (
+        "re-ranking the recorded pools reproduces all" if split.fit_path == "pool" else "replay at unity reproduces all"
+    )
+    assert verdict.description == f"{how} {split.replay_candidates} {unit} exactly"
     assert verdict.facts == {
-        "judged_candidates": split.replay_candidates,
+        "fit_path": split.fit_path,
+        "replayed": split.replay_candidates,
+        "replayed_unit": unit,
         "mismatches": 0,
         "largest_difference": split.replay_worst_difference,
     }
@@ -99,7 +105,7 @@ def test_replay_verdict_fails_when_a_judged_candidate_does_not_replay(split):
     broken = SplitSummary(**{**dict(split), "replay_mismatches": 3, "replay_worst_difference": 0.25})
     verdict = replay_verdict(broken)
     assert not verdict.passed and verdict.facts["mismatches"] == 3 and verdict.facts["largest_difference"] == 0.25
-    assert verdict.description.startswith("3 judged candidates do not replay to their recorded scores")
+    assert verdict.description.startswith("3 judged candidates do not replay to what was recorded")
 
 
 def test_offline_gate_verdict_passes_an_improvement_with_its_gain_and_interval(proposal):

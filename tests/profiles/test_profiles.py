@@ -91,7 +91,9 @@ def evidence(request, tmp_path_factory):
             build_lab(client)
             proposal = client.evaluate_learning(OWNER, scopes=SCOPES, config=LEARNING_CONFIG)
             holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
-            weaker = client.evaluate_learning(OWNER, scopes=SCOPES, config={**LEARNING_CONFIG, "passes_per_step": 1})
+            weaker = client.evaluate_learning(
+                OWNER, scopes=SCOPES, config={**LEARNING_CONFIG, "fit": "judged_pairwise", "passes_per_step": 1}
+            )
             assert (
                 proposal.decision == "improved_on_observed_candidates" and holdout.decision == "improved_full_retrieval"
             )

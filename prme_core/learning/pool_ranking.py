@@ -1,0 +1,283 @@
+"""Many recorded pools re-ranked at once: what pool-replay fitting evaluates thousands of times.
+
+``PoolSet`` holds the pools of judged requests as flat arrays and re-ranks all of them under one
+ranking adjustment with the same arithmetic as ``retrieval.ranking.rank_pool`` (and therefore as
+retrieval): query-specific redistribution and the adjustment per request, formula 1
+(``formula.weighted_base_scores``), the current-update coefficient
+(``scoring.current_update_coefficient_array``), the base order (score, path score, id), session
+inheritance from the top members (a neighbour takes a trigger's score times the decay when that
+is higher, or enters the list), the re-sort by (score, id) when inheritance changed anything,
+``min_score`` and the limit. Only the loops are replaced by array operations; every number is
+the same float operation in the same order. ``tests/learning/test_pool_ranking.py`` checks the
+result against ``retrieval.pool_replay.replay_pool`` (and so against fresh retrievals).
+
+Judged labels sit on items: pool members and the outside session neighbours a pool records.
+``judged_metrics`` scores a ranking with judged-positive NDCG@k over the whole returned list
+(an unlabelled item carries no gain and is never treated as a negative; only explicit pairs
+enter pairwise accuracy) and pairwise accuracy over explicit pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from prme_core.canonical import canonical_json
+from prme_core.features import LEXICAL_INDEX, SEMANTIC_INDEX
+from prme_core.learning.metrics import ndcg_at_k_batch, pairwise_accuracy_batch
+from prme_core.receipts.pool import PoolColumns
+from prme_core.retrieval.config import ScoringWeights
+from prme_core.retrieval.formula import weighted_base_scores
+from prme_core.retrieval.multipliers import RankingMultipliers, adjusted_weights
+from prme_core.retrieval.scoring import current_update_coefficient_array, redistribute
+
+ABSENT = np.int64(1 << 40)
+"""The position of an item a ranking did not return (behind everything returned)."""
+
+
+@dataclass(frozen=True)
+class PoolRequest:
+    """One judged request's pool and labels (node ids as 16-byte UUIDs)."""
+
+    columns: PoolColumns
+    positives: tuple[bytes, ...]
+    negatives: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class PoolRanking:
+    """The returned lists of every request: ``item`` (indices into the set's items) in rank
+    order, grouped by request (``starts``), with their scores; ``position`` of every item
+    (``ABSENT`` where not returned)."""
+
+    item: np.ndarray
+    score: np.ndarray
+    starts: np.ndarray
+    position: np.ndarray
+
+    def returned(self, request: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.starts[request], self.starts[request + 1]
+        return self.item[a:b], self.score[a:b]
+
+
+class PoolSet:
+    """Flat arrays over the members (then outside neighbours) of many pools."""
+
+    def __init__(self, requests: Sequence[PoolRequest]) -> None:
+        self.requests = len(requests)
+        contexts: dict[bytes, int] = {}
+        self.contexts: list[tuple[ScoringWeights, bool, bool, RankingMultipliers | None]] = []
+        members, outside = [], []
+        ctx, top_k, decay, min_score, limit = [], [], [], [], []
+        for r in requests:
+            c = r.columns
+            replay = c.replay
+            key = canonical_json(
+                [replay["scoring"], replay["current_state"], replay["episodic"], replay["multipliers"]]
+            )
+            at = contexts.get(key)
+            if at is None:
+                at = contexts[key] = len(self.contexts)
+                recorded = replay["multipliers"]
+                self.contexts.append(
+                    (
+                        ScoringWeights.model_validate(replay["scoring"]),
+                        bool(replay["current_state"]),
+                        bool(replay["episodic"]),
+                        None if recorded is None else RankingMultipliers.model_validate(recorded),
+                    )
+                )
+            ctx.append(at)
+            top_k.append(int(replay["session_top_k"]) if c.has_neighbours else 0)
+            decay.append(float(replay["session_decay"]))
+            min_score.append(float(replay["min_score"]))
+            limit.append(int(replay["limit"]))
+            members.append(c.members)
+            outside.append(c.outside)
+        m, o = np.array(members, dtype=np.int64), np.array(outside, dtype=np.int64)
+        self.n = n = int(m.sum())
+        self.member_request = np.repeat(np.arange(self.requests), m)
+        self.member_start = np.concatenate([[0], np.cumsum(m)])
+        outside_request = np.repeat(np.arange(self.requests), o)
+        outside_start = np.concatenate([[0], np.cumsum(o)])
+        self.item_request = np.concatenate([self.member_request, outside_request])
+        self.context = np.array(ctx, dtype=np.int64)
+        self.top_k, self.decay = np.array(top_k, dtype=np.int64), np.array(decay)
+        self.min_score, self.limit = np.array(min_score), np.array(limit, dtype=np.int64)
+        width = requests[0].columns.features.shape[1] if requests else 0
+        self.features = np.concatenate([r.columns.features for r in requests]) if n else np.zeros((0, width))
+        self.relevance = self.features[:, SEMANTIC_INDEX] + self.features[:, LEXICAL_INDEX] if n else np.zeros(0)
+        self.path_score = np.minimum(
+            np.concatenate([_bit_count(r.columns.paths) for r in requests] or [np.zeros(0)]) / 3.0, 1.0
+        )
+        self.eligible = np.concatenate([r.columns.update_eligible for r in requests] or [np.zeros(0, bool)])
+        self.member_context = self.context[self.member_request]
+        # Node ids: member ids then outside ids, each as (high, low) 64-bit halves; the id rank of
+        # an item among its request's items is the final tie-break.
+        raw = b"".join(r.columns.node_bytes for r in requests) + b"".join(r.columns.outside_bytes for r in requests)
+        halves = (
+            np.frombuffer(raw, dtype=">u8").reshape(-1, 2).astype(np.uint64) if raw else np.zeros((0, 2), np.uint64)
+        )
+        order = np.lexsort((halves[:, 1], halves[:, 0], self.item_request)) if halves.size else np.zeros(0, np.int64)
+        self.id_rank = np.empty(order.size, dtype=np.int64)
+        self.id_rank[order] = np.arange(order.size)
+        self.items = n + int(o.sum())
+        # Session neighbours as (source member, target item) pairs in source order.
+        src, dst = [], []
+        for i, r in enumerate(requests):
+            c = r.columns
+            if not c.has_neighbours or not c.neighbour_refs.size:
+                continue
+            owner = np.repeat(np.arange(c.members), np.diff(c.neighbour_offsets))
+            refs = c.neighbour_refs
+            src.append(self.member_start[i] + owner)
+            dst.append(np.where(refs < c.members, self.member_start[i] + refs, n + outside_start[i] + refs - c.members))
+        self.neighbour_source = np.concatenate(src) if src else np.zeros(0, np.int64)
+        self.neighbour_target = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+        # Judged labels on items (a node may sit in many requests' pools: look it up in its own).
+        label_item, label_positive, label_request = [], [], []
+        pairs_p, pairs_n, pairs_r = [], [], []
+        for i, r in enumerate(requests):
+            first = len(label_item)
+            index = _request_items(r.columns, int(self.member_start[i]), n + int(outside_start[i]))
+            for node in r.positives:
+                label_item.append(_item(index, node))
+                label_positive.append(True)
+                label_request.append(i)
+            p_count = len(label_item) - first
+            for node in r.negatives:
+                label_item.append(_item(index, node))
+                label_positive.append(False)
+                label_request.append(i)
+            n_count = len(label_item) - first - p_count
+            pp, nn = np.divmod(np.arange(p_count * n_count), n_count) if n_count else (np.zeros(0), np.zeros(0))
+            pairs_p.append(first + pp)
+            pairs_n.append(first + p_count + nn)
+            pairs_r.append(np.full(p_count * n_count, i))
+        self.label_item = np.array(label_item, dtype=np.int64)
+        self.label_positive = np.array(label_positive, dtype=bool)
+        self.label_request = np.array(label_request, dtype=np.int64)
+        self.pair_positive = np.concatenate(pairs_p).astype(np.int64) if pairs_p else np.zeros(0, np.int64)
+        self.pair_negative = np.concatenate(pairs_n).astype(np.int64) if pairs_n else np.zeros(0, np.int64)
+        self.pair_request = np.concatenate(pairs_r).astype(np.int64) if pairs_r else np.zeros(0, np.int64)
+        self.item_ids = raw
+
+    def node_id(self, item: int) -> bytes:
+        return self.item_ids[16 * item : 16 * item + 16]
+
+    # --- ranking --------------------------------------------------------------------------
+
+    def applied(self, adjustment: RankingMultipliers | None, *, recorded: bool = False) -> list[ScoringWeights]:
+        """The weight set formula 1 uses per context: redistribution, then ``adjustment`` (or,
+        with ``recorded``, each context's recorded multipliers)."""
+        out = []
+        for scoring, current, episodic, recorded_multipliers in self.contexts:
+            shifted, _ = redistribute(scoring, current=current, episodic=episodic)
+            out.append(adjusted_weights(shifted, recorded_multipliers if recorded else adjustment))
+        return out
+
+    def rank(self, adjustment: RankingMultipliers | None, *, recorded: bool = False) -> PoolRanking:
+        """Every request's returned list under ``adjustment`` (None: the configured scoring)."""
+        weights = self.applied(adjustment, recorded=recorded)
+        n, ctx = self.n, self.member_context
+        w = np.array([ws.additive_vector() for ws in weights], dtype=np.float64).reshape(len(weights), -1)
+        s = np.array([[ws.temporal_boost, ws.relevance_floor] for ws in weights], dtype=np.float64).reshape(-1, 2)
+        if n:
+            base = weighted_base_scores(self.features, w[ctx], s[ctx])
+            multiplier = np.array([ws.current_update_multiplier for ws in weights])[ctx]
+            coefficient = current_update_coefficient_array(
+                base, self.relevance, self.eligible, multiplier, s[ctx, 1], weighted=True
+            )
+            s1 = base * coefficient
+        else:
+            s1 = np.zeros(0)
+        req = self.member_request
+        order = np.lexsort((self.id_rank[:n], -self.path_score, -s1, req))
+        base_position = np.empty(n, dtype=np.int64)
+        base_position[order] = np.arange(n) - self.member_start[req[order]]
+        final = np.full(self.items, -np.inf)
+        final[:n] = s1
+        changed = np.zeros(self.requests, dtype=bool)
+        src, dst = self.neighbour_source, self.neighbour_target
+        if src.size:
+            source_request = req[src]
+            active = base_position[src] < self.top_k[source_request]
+            src, dst, source_request = src[active], dst[active], source_request[active]
+            inherited = s1[src] * self.decay[source_request]
+            np.maximum.at(final, dst, inherited)
+            own = np.where(dst < n, s1[np.minimum(dst, max(n - 1, 0))], -np.inf)
+            changed[source_request[(dst >= n) | (inherited > own)]] = True
+        present = np.flatnonzero(final > -np.inf)
+        item_req = self.item_request[present]
+        path = np.where(present < n, self.path_score[np.minimum(present, max(n - 1, 0))], 0.0)
+        second = np.where(changed[item_req], 0.0, -path)
+        score = final[present]
+        ranked = present[np.lexsort((self.id_rank[present], second, -score, item_req))]
+        ranked_req = self.item_request[ranked]
+        ranked_score = final[ranked]
+        kept = ranked_score >= self.min_score[ranked_req]
+        ranked, ranked_req, ranked_score = ranked[kept], ranked_req[kept], ranked_score[kept]
+        counts = np.bincount(ranked_req, minlength=self.requests)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        within = np.arange(ranked.size) - starts[ranked_req]
+        keep = within < self.limit[ranked_req]
+        ranked, ranked_req, ranked_score, within = ranked[keep], ranked_req[keep], ranked_score[keep], within[keep]
+        starts = np.concatenate([[0], np.cumsum(np.bincount(ranked_req, minlength=self.requests))])
+        position = np.full(self.items, ABSENT, dtype=np.int64)
+        position[ranked] = within
+        return PoolRanking(item=ranked, score=ranked_score, starts=starts, position=position)
+
+    # --- judged metrics -------------------------------------------------------------------
+
+    def judged_metrics(self, ranking: PoolRanking, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(judged-positive NDCG@k, pairwise accuracy over explicit pairs) per request."""
+        positions = ranking.position[self.label_item]
+        ndcg = ndcg_at_k_batch(positions, self.label_positive, self.label_request, self.requests, k)
+        accuracy = pairwise_accuracy_batch(
+            positions, self.pair_positive, self.pair_negative, self.pair_request, self.requests
+        )
+        return ndcg, accuracy
+
+    def judged_scores(self, ranking: PoolRanking) -> np.ndarray:
+        """Each label's returned score (0 where its item was not returned): the pairwise loss's input."""
+        scores = np.zeros(self.items)
+        scores[ranking.item] = ranking.score
+        return scores[self.label_item]
+
+
+def _bit_count(masks: np.ndarray) -> np.ndarray:
+    m = masks.astype(np.int64)
+    return ((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1)).astype(np.float64)
+
+
+def _request_items(columns: PoolColumns, member_start: int, outside_start: int) -> dict[bytes, int]:
+    ids, out = columns.node_bytes, columns.outside_bytes
+    index = {ids[16 * j : 16 * j + 16]: member_start + j for j in range(columns.members)}
+    index.update({out[16 * j : 16 * j + 16]: outside_start + j for j in range(columns.outside)})
+    return index
+
+
+def _item(index: dict[bytes, int], node: bytes) -> int:
+    at = index.get(node)
+    if at is None:
+        raise ValueError("a judged candidate is neither a member of its request's pool nor a recorded neighbour")
+    return at
+
+
+def recorded_lists(ranking: PoolRanking, pools: PoolSet) -> list[tuple[list[bytes], list[float]]]:
+    """(node ids, scores) of each request's returned list (for checks against receipts)."""
+    out: list[tuple[list[bytes], list[float]]] = []
+    for r in range(pools.requests):
+        items, scores = ranking.returned(r)
+        out.append(([pools.node_id(int(i)) for i in items], scores.tolist()))
+    return out
+
+
+def as_uuid_bytes(node_ids: Sequence[Any]) -> tuple[bytes, ...]:
+    """Node ids (UUIDs or canonical strings) as 16-byte values."""
+    from uuid import UUID
+
+    return tuple((n if isinstance(n, UUID) else UUID(str(n))).bytes for n in node_ids)
