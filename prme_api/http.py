@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme_api import models as m
 from prme_api.errors import error_response, validation_body
@@ -59,21 +60,15 @@ def _install_error_handlers(app: FastAPI) -> None:
         problems = []
         for problem in exc.errors():
             loc = tuple(problem.get("loc", ()))
+            if problem.get("type") == "json_invalid":
+                where = f" at character {loc[1]}" if len(loc) > 1 else ""
+                detail = (problem.get("ctx") or {}).get("error", "invalid JSON")
+                problem, loc = {"msg": f"the request body is not valid JSON ({detail}{where})"}, ()
             problems.append({**problem, "loc": loc[1:] if loc and loc[0] in _LOCATIONS else loc})
         return _error(422, validation_body(problems))
 
     async def on_http(request: Request, exc: HTTPException) -> Response:
-        if exc.status_code == 413:
-            body = {
-                "error": {
-                    "type": "body_too_large",
-                    "field": "body",
-                    "message": f"body: the request body exceeds {app.state.max_body_bytes} bytes",
-                    "bound": {"max_bytes": app.state.max_body_bytes},
-                }
-            }
-        else:
-            body = {"error": {"type": "http_error", "message": str(exc.detail)}}
+        body = {"error": {"type": "http_error", "message": str(exc.detail)}}
         return _error(exc.status_code, body, getattr(exc, "headers", None))
 
     app.add_exception_handler(PrmeError, on_error)
@@ -81,6 +76,59 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_request_validation)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, on_error)
+
+
+class BodyLimit:
+    """Refuse request bodies over ``max_bytes`` (declared or streamed) with a typed 413 before
+    any route runs; smaller bodies are read once and handed on unchanged."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _refuse(self, send: Send) -> None:
+        body = {
+            "error": {
+                "type": "body_too_large",
+                "field": "body",
+                "message": f"body: the request body exceeds {self.max_bytes} bytes; send less per request",
+                "bound": {"max_bytes": self.max_bytes},
+            }
+        }
+        payload = orjson.dumps(body)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 def _routes(service: MemoryService) -> APIRouter:
@@ -269,9 +317,8 @@ def create_app(
         version=version or "0.1.0",
         summary="Memory for LLM applications: retrieval with receipts, feedback and evaluated ranking profiles.",
         lifespan=lifespan,
-        max_body_size=max_body_bytes,
     )
-    app.state.max_body_bytes = max_body_bytes
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _install_error_handlers(app)
     app.include_router(_routes(service))
     if manager is not None:
