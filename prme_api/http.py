@@ -255,7 +255,7 @@ def _routes(service: MemoryService) -> APIRouter:
     @r.get(
         "/profiles/history",
         tags=["profiles"],
-        response_model=m.Items[RankingProfileState],
+        response_model=m.History[RankingProfileState],
         summary="Pointer changes, newest first",
     )
     async def profile_history(q: Annotated[m.HistoryQuery, Query()], p: Caller) -> Response:

@@ -268,8 +268,11 @@ class Retired(BaseModel):
     retired: int
 
 
-class Optional_(BaseModel, Generic[T]):
-    value: T | None
+class History(BaseModel, Generic[T]):
+    items: list[T]
+    next_before: str | None = Field(
+        default=None, description="Pass as `before` for the next (older) page (null: last page)."
+    )
 
 
 __all__ = [
@@ -289,7 +292,7 @@ __all__ = [
     "MemoryInput",
     "NoArguments",
     "NodeRef",
-    "Optional_",
+    "History",
     "Page",
     "Principal",
     "ProfileRef",

@@ -337,7 +337,7 @@ class MemoryService:
             principal.owner, scopes, limit=request.limit, before=request.before
         )
         items = [state_body(s) for s in states]
-        return {"items": items, "next_after": items[-1]["change_id"] if len(items) == request.limit else None}
+        return {"items": items, "next_before": items[-1]["change_id"] if len(items) == request.limit else None}
 
     async def ranking_profile_at(self, principal: Principal, request: m.AsOfQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)

@@ -310,7 +310,9 @@ def test_learning_holdout_and_the_profile_lifecycle(world):
         base = http.post("/v1/profiles/rollback", json={"scopes": SCOPES, "profile_id": None, "change_id": change})
         assert base.status_code == 409  # a change id reused for another transition
         history = http.get("/v1/profiles/history", params={"scopes": SCOPES, "limit": 2}).json()
-        assert [s["action"] for s in history["items"]] == ["rollback", "deactivate"] and history["next_after"]
+        assert [s["action"] for s in history["items"]] == ["rollback", "deactivate"]
+        older = http.get("/v1/profiles/history", params={"scopes": SCOPES, "before": history["next_before"]}).json()
+        assert [s["action"] for s in older["items"]] == ["activate"] and older["next_before"] is None
         tampered = http.post("/v1/learning/holdout", json={"proposal": {**proposal.json(), "owner": "bob"}})
         assert tampered.status_code == 422  # a report that does not reproduce its checksum does not load
     with world.api.http(world.bob) as bob:
