@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import mcp_types as types
 import orjson
+from mcp import types
 from mcp.server.lowlevel import Server
-from pydantic import ValidationError
 
 from prme_api.errors import error_response
 from prme_api.service import OPERATIONS, MemoryService
@@ -66,7 +65,7 @@ def build_server(service: MemoryService, credential: Credential, *, version: str
             principal = await service.authenticate(credential(ctx))
             request = op.model.model_validate(params.arguments or {})
             return _result(await getattr(service, op.method)(principal, request))
-        except (ValidationError, Exception) as exc:  # every error becomes a typed tool error
+        except Exception as exc:  # every error, validation included, becomes a typed tool error
             return _error(exc)
 
     return Server(

@@ -26,7 +26,7 @@ from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, MAX_RECORDS_BOUND
 from prme_core.memory.bank import MAX_BATCH_NODES, MAX_PAGE
 from prme_core.memory.models import MemoryInput, ScopeName
-from prme_core.retrieval.config import Fidelity, PackingConfig, ScoringWeights
+from prme_core.retrieval.config import MAX_TOKEN_BUDGET, Fidelity, PackingConfig, ScoringWeights
 from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText, RetrievalMetadata
@@ -85,7 +85,7 @@ class RetrieveRequest(Body):
     reference_time: UtcDatetime | None = None
     limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
     min_score: StrictFloat = Field(default=0.0, ge=0.0, le=10.0)
-    token_budget: StrictInt | None = Field(default=None, ge=16, le=131_072)
+    token_budget: StrictInt | None = Field(default=None, ge=16, le=MAX_TOKEN_BUDGET)
     time_from: UtcDatetime | None = None
     time_to: WindowEnd = None
     event_time_from: UtcDatetime | None = None
