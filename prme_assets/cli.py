@@ -53,6 +53,7 @@ environment:
                     (default duckdb:///.prme/prme.duckdb)
   PRME_LOCOMO_PATH  the LoCoMo file prme main reads
   DAGSTER_HOME      the Dagster instance folder (default ./.dagster_home)
+  PRME_API_KEY      the API key prme mcp serves (its owner and scopes)
   PRME_DEBUG=1      print tracebacks with errors (same as --debug)"""
 
 MAIN_HELP = """\
@@ -85,9 +86,16 @@ class InstanceServesAnotherStore(Exception):
 
 
 def _exit_code(exc: BaseException) -> int:
-    from prme_core.errors import CanonicalFormError, InvalidInput, UnsupportedOperation
+    from prme_core.errors import (
+        ApiKeyNotFound,
+        CanonicalFormError,
+        InvalidInput,
+        Unauthenticated,
+        UnsupportedOperation,
+    )
 
-    if isinstance(exc, (InvalidInput, CanonicalFormError, UnsupportedOperation, InstanceServesAnotherStore)):
+    bad_input = (InvalidInput, CanonicalFormError, UnsupportedOperation, Unauthenticated, ApiKeyNotFound)
+    if isinstance(exc, (*bad_input, InstanceServesAnotherStore)):
         return BAD_INPUT_EXIT
     return FAILED_EXIT
 
@@ -307,6 +315,138 @@ def cmd_locomo_benchmark(args: argparse.Namespace, stop: Any) -> int:
     return _benchmark_module().main(args.benchmark_args, prog="prme locomo-benchmark", stop=stop)
 
 
+# --- prme keys, prme serve, prme mcp (issue 18) ---------------------------------------------------
+
+API_KEY_ENV = "PRME_API_KEY"
+"""= ``prme_api.mcp.API_KEY_ENV``: the credential ``prme mcp`` serves with."""
+_DURATION = re.compile(r"(\d+)([dhm])")
+_DURATION_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def _expiry(text: str | None) -> Any:
+    """``--expires``: an ISO 8601 time with a timezone, or a duration from now (90d, 12h, 30m)."""
+    if text is None:
+        return None
+    from datetime import datetime, timedelta
+
+    from prme_core.errors import InvalidInput
+    from prme_core.types import utc_now
+
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        return utc_now() + timedelta(**{_DURATION_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInput(
+            "--expires", f"{text!r} is neither a duration (90d, 12h, 30m) nor an ISO 8601 time"
+        ) from None
+    if value.tzinfo is None:
+        raise InvalidInput("--expires", f"{text!r} has no timezone; write it like 2027-01-01T00:00:00Z")
+    return value
+
+
+def _scope_list(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [s.strip() for v in values for s in v.split(",") if s.strip()]
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from prme_core.engine import MemoryClient
+
+    return MemoryClient(args.store)
+
+
+def cmd_keys_create(args: argparse.Namespace, stop: Any) -> int:
+    with _client(args) as client:
+        created = client.create_api_key(args.owner, scopes=_scope_list(args.scopes), expires_at=_expiry(args.expires))
+    key = created.key
+    scopes = ", ".join(key.scopes) if key.scopes else "every configured scope"
+    expires = key.expires_at.isoformat() if key.expires_at else "never"
+    print(f"key id:  {key.key_id}\nowner:   {key.owner}\nscopes:  {scopes}\nexpires: {expires}")
+    print("The key is shown only now; the store keeps a salted digest of it. The key:")
+    print(created.api_key, flush=True)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace, stop: Any) -> int:
+    from prme_core.types import utc_now
+
+    with _client(args) as client:
+        statuses = client.list_api_keys(args.owner)
+    now = utc_now()
+    print(f"{'KEY ID':<26}{'OWNER':<24}{'STATE':<9}{'SCOPES':<28}{'CREATED':<22}EXPIRES")
+    for status in statuses:
+        key = status.key
+        print(
+            f"{key.key_id:<26}{key.owner:<24}{status.state(now):<9}{','.join(key.scopes or ('*',)):<28}"
+            f"{key.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'):<22}"
+            f"{key.expires_at.strftime('%Y-%m-%dT%H:%M:%SZ') if key.expires_at else '-'}"
+        )
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace, stop: Any) -> int:
+    with _client(args) as client:
+        revocation = client.revoke_api_key(args.key_id)
+    print(f"revoked {revocation.key_id} (owner {revocation.owner}) at {revocation.revoked_at.isoformat()}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, stop: Any) -> int:
+    from prme_api.run import serve_http
+
+    serve_http(args.store, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace, stop: Any) -> int:
+    from prme_core.errors import Unauthenticated
+
+    api_key = os.environ.get(API_KEY_ENV, "").strip()
+    if not api_key:
+        raise Unauthenticated(f"{API_KEY_ENV} is not set; prme mcp serves the owner of that API key", reason="missing")
+    from prme_api.run import serve_mcp_stdio
+
+    serve_mcp_stdio(args.store, api_key)
+    return 0
+
+
+def _add_api_commands(sub: Any, raw: Any) -> None:
+    store_help = f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})"
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (an owner per key)")
+    actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="make a key for an owner; the key is printed on the last line")
+    create.add_argument("--owner", required=True, help="the owner every request with this key acts for")
+    create.add_argument(
+        "--scopes", nargs="+", metavar="SCOPE", help="limit the key to these scopes (default: every configured one)"
+    )
+    create.add_argument("--expires", metavar="WHEN", help="an ISO 8601 time with timezone, or a duration: 90d, 12h")
+    create.set_defaults(func=cmd_keys_create)
+    listing = actions.add_parser("list", help="every key (or one owner's) with its state; never the secret")
+    listing.add_argument("--owner", help="only this owner's keys")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = actions.add_parser("revoke", help="revoke a key (an appended record; effective at once)")
+    revoke.add_argument("key_id", help="the key id (prme keys list)")
+    revoke.set_defaults(func=cmd_keys_revoke)
+    for parser in (create, listing, revoke):
+        parser.add_argument("--store", default=None, metavar="URL", help=store_help)
+        parser.set_defaults(stopped="nothing was changed")
+
+    serve = sub.add_parser("serve", help="serve the HTTP API (/v1, OpenAPI at /docs) and MCP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--store", default=None, metavar="URL", help=store_help)
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body limit, 413 above (default 8 MiB)"
+    )
+    serve.set_defaults(func=cmd_serve, stopped="the server stopped")
+    mcp = sub.add_parser("mcp", help=f"serve MCP over stdio for the owner of {API_KEY_ENV}")
+    mcp.add_argument("--store", default=None, metavar="URL", help=store_help)
+    mcp.set_defaults(func=cmd_mcp, stopped="the MCP server stopped")
+
+
 # --- the parser ---------------------------------------------------------------------------------
 
 
@@ -351,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
         "locomo-benchmark", add_help=False, help="the LoCoMo learning benchmark (prme locomo-benchmark --help)"
     )
     bench.set_defaults(func=cmd_locomo_benchmark, stopped="its runs were canceled; no results were written")
+    _add_api_commands(sub, raw)
     return parser
 
 

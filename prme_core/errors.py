@@ -159,3 +159,25 @@ class ProfileInapplicable(PrmeError, ValueError):
 
 class NoOpTransition(PrmeError, ValueError):
     """The requested pointer change would not change the active profile."""
+
+
+class Unauthenticated(PrmeError):
+    """The request carries no API key, or one that is malformed, unknown, revoked or expired;
+    nothing was read or written: present a valid key (``prme keys create`` makes one)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class ScopeForbidden(PrmeError):
+    """The request names a scope its API key is not limited to; nothing was read or written:
+    use a key created with that scope, or stay within the key's scopes."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ApiKeyNotFound(NotFound):
+    """No API key with that key id exists (``prme keys list`` shows the key ids)."""

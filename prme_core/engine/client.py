@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from prme_core.access import keys
+from prme_core.access.keys import ApiKeyRevocation, ApiKeyStatus, CreatedApiKey, Principal
 from prme_core.errors import InvalidInput
 from prme_core.feedback import ablation, citations, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
@@ -549,3 +551,26 @@ class MemoryClient:
     def ranking_profile_at(self, owner: str, scopes: Sequence[str], at: Any) -> RankingProfileState | None:
         """The pointer change in force at time ``at`` (None: nothing had been activated)."""
         return profiles.served_at(self.store, owner, self.memory.check_scopes(scopes), at)
+
+    # --- API keys -----------------------------------------------------------------------
+
+    def create_api_key(
+        self, owner: str, *, scopes: Sequence[str] | None = None, expires_at: Any = None
+    ) -> CreatedApiKey:
+        """A new API key for ``owner`` (``api_key`` is shown once; only a salted digest is
+        stored), optionally limited to configured ``scopes`` and expiring at ``expires_at``."""
+        return keys.create_api_key(
+            self.store, owner, scopes=scopes, expires_at=expires_at, allowed_scopes=self.settings.scopes
+        )
+
+    def list_api_keys(self, owner: str | None = None) -> list[ApiKeyStatus]:
+        """Every API key (or ``owner``'s), oldest first, with revocation times; never secrets."""
+        return keys.list_api_keys(self.store, owner)
+
+    def revoke_api_key(self, key_id: str) -> ApiKeyRevocation:
+        """Revoke a key (an appended record; revoking again returns the first revocation)."""
+        return keys.revoke_api_key(self.store, key_id)
+
+    def authenticate(self, api_key: str | None) -> Principal:
+        """The owner and scope limit of a presented key (``Unauthenticated`` otherwise)."""
+        return keys.authenticate(self.store, api_key)

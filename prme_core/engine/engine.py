@@ -52,6 +52,10 @@ ASYNC_METHODS: tuple[str, ...] = (
     "get_active_ranking_profile",
     "ranking_profile_history",
     "ranking_profile_at",
+    "create_api_key",
+    "list_api_keys",
+    "revoke_api_key",
+    "authenticate",
 )
 
 

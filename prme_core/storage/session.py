@@ -613,6 +613,25 @@ class StoreSession:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE seq = ? AND id = ?", [seq, op_id])
         return row_operation(rows[0]) if rows else None
 
+    # --- records found without their owner (API keys: the key names the owner, not the reverse)
+
+    def operations_by_id(self, op_ids: Sequence[str]) -> list[StoredOperation]:
+        """Operations by id whatever their owner, unverified: the caller verifies each against
+        the owner its record names."""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE id IN ({_placeholders(len(op_ids))})", list(op_ids)
+        )
+        return [row_operation(r) for r in rows]
+
+    def operations_of_type(self, op_type: str, *, after_seq: int, limit: int) -> list[StoredOperation]:
+        """Up to ``limit`` operations of one type across owners, oldest first after ``after_seq``
+        (operator listings), unverified."""
+        rows = self.conn.fetchall(
+            f"SELECT {_OP_SELECT} FROM operations WHERE op_type = ? AND seq > ? ORDER BY seq LIMIT ?",
+            [op_type, after_seq, limit],
+        )
+        return [row_operation(r) for r in rows]
+
     # --- ranking pointer heads (a derived index over the pointer changes in the log) -----
 
     def pointer_position(

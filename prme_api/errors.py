@@ -1,0 +1,168 @@
+"""One mapping from an error to an HTTP status and a typed JSON body, used by both surfaces.
+
+Bodies read ``{"error": {"type": ..., "message": ..., "field"?: ..., "bound"?: ...}}``. A missing,
+foreign or out-of-scope id gives the same 404 body (the resource kind, never whose it is), so a
+caller cannot tell another owner's ids from ids that do not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from prme_core.errors import (
+    ApiKeyNotFound,
+    CanonicalFormError,
+    HoldoutIntegrityError,
+    HoldoutOverlapsTraining,
+    HoldoutQueryNotFound,
+    IdempotencyConflict,
+    IntegrityError,
+    InvalidEvidence,
+    InvalidInput,
+    MemoryChangedDuringHoldout,
+    MissingEvidence,
+    NodeNotFound,
+    NotFound,
+    PairBudgetExceeded,
+    PrmeError,
+    ProfileInapplicable,
+    ProfileNotFound,
+    ReactivationRefused,
+    ReceiptNotFound,
+    ScopeForbidden,
+    SnapshotTooLarge,
+    StaleProfileError,
+    StoreUnavailable,
+    Unauthenticated,
+    UnsupportedOperation,
+)
+
+log = logging.getLogger("prme_api")
+
+
+class ResourceNotFound(NotFound):
+    """No such record for this API key (missing, another owner's, or outside the key's scopes)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(f"{kind} not found for this API key")
+
+
+class OwnerMismatch(PrmeError):
+    """A submitted report belongs to another owner than the API key's."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: belongs to another owner than this API key's; the owner always comes from the key")
+
+
+class StaleState(PrmeError):
+    """A pointer change expected another state; carries the pointer's current change."""
+
+    def __init__(self, cause: PrmeError, current: dict[str, Any] | None) -> None:
+        self.cause = cause
+        self.current = current
+        super().__init__(str(cause))
+
+
+_NOT_FOUND_KINDS: tuple[tuple[type[NotFound], str], ...] = (
+    (NodeNotFound, "memory"),
+    (ReceiptNotFound, "retrieval receipt"),
+    (ProfileNotFound, "ranking profile"),
+    (HoldoutQueryNotFound, "holdout query"),
+    (ApiKeyNotFound, "api key"),
+)
+
+# (error class, HTTP status, body type), most specific first.
+_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (Unauthenticated, 401, "unauthenticated"),
+    (ScopeForbidden, 403, "scope_forbidden"),
+    (OwnerMismatch, 403, "owner_mismatch"),
+    (NotFound, 404, "not_found"),
+    (StaleState, 409, "stale_state"),
+    (IdempotencyConflict, 409, "idempotency_conflict"),
+    (ReactivationRefused, 409, "reactivation_refused"),
+    (ProfileInapplicable, 409, "profile_inapplicable"),
+    (HoldoutOverlapsTraining, 409, "holdout_overlaps_training"),
+    (MemoryChangedDuringHoldout, 409, "memory_changed"),
+    (MissingEvidence, 409, "missing_evidence"),
+    (InvalidInput, 422, "invalid_input"),
+    (CanonicalFormError, 422, "invalid_input"),
+    (SnapshotTooLarge, 422, "snapshot_too_large"),
+    (PairBudgetExceeded, 422, "pair_budget_exceeded"),
+    (InvalidEvidence, 422, "invalid_evidence"),
+    (HoldoutIntegrityError, 422, "holdout_invalid"),
+    (UnsupportedOperation, 422, "unsupported"),
+    (StoreUnavailable, 503, "store_unavailable"),
+    (IntegrityError, 500, "integrity_error"),
+)
+
+
+def validation_body(problems: list[dict[str, Any]], *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The 422 body of pydantic problems: the first one's field, message and bound, then all."""
+    listed = []
+    for problem in problems:
+        loc = [str(p) for p in problem.get("loc", ()) if str(p) not in skip]
+        entry = {"field": ".".join(loc) or "body", "message": _message(problem.get("msg", "invalid value"))}
+        bound = {k: v for k, v in (problem.get("ctx") or {}).items() if isinstance(v, (int, float, str, bool))}
+        if bound:
+            entry["bound"] = bound
+        listed.append(entry)
+    first = listed[0] if listed else {"field": "body", "message": "invalid request"}
+    return {
+        "error": {
+            "type": "invalid_input",
+            **first,
+            "message": f"{first['field']}: {first['message']}",
+            "problems": listed,
+        }
+    }
+
+
+def _message(text: str) -> str:
+    return text[len("Value error, ") :] if text.startswith("Value error, ") else text
+
+
+def error_response(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) of an error raised by an operation."""
+    if isinstance(exc, ValidationError):
+        return 422, validation_body(exc.errors(include_url=False))
+    for cls, status, kind in _STATUS:
+        if isinstance(exc, cls):
+            return status, {"error": _details(exc, kind)}
+    log.exception("unexpected error in an API operation", exc_info=exc)
+    return 500, {"error": {"type": "internal_error", "message": "the server failed; see its log"}}
+
+
+def _details(exc: BaseException, kind: str) -> dict[str, Any]:
+    if isinstance(exc, NotFound):
+        resource = exc.kind if isinstance(exc, ResourceNotFound) else _kind_of(exc)
+        return {"type": kind, "resource": resource, "message": f"{resource} not found for this API key"}
+    body: dict[str, Any] = {"type": kind, "message": str(exc)}
+    field = getattr(exc, "field", None)
+    if field:
+        body["field"] = field
+    if isinstance(exc, Unauthenticated):
+        body["reason"] = exc.reason
+    if isinstance(exc, StaleState):
+        body["type"] = "stale_state" if isinstance(exc.cause, StaleProfileError) else "no_op_transition"
+        body["current_state"] = exc.current
+    if isinstance(exc, SnapshotTooLarge):
+        body["field"] = "max_records"
+    return body
+
+
+def _kind_of(exc: NotFound) -> str:
+    return next((kind for cls, kind in _NOT_FOUND_KINDS if isinstance(exc, cls)), "record")
+
+
+__all__ = [
+    "OwnerMismatch",
+    "ResourceNotFound",
+    "StaleState",
+    "error_response",
+    "validation_body",
+]

@@ -1,0 +1,98 @@
+"""The MCP server: one tool per operation of ``prme_api.service.OPERATIONS``.
+
+Each tool's input schema is its operation's request model's JSON schema (the model the HTTP
+route validates with), and each call runs the same ``MemoryService`` method. The owner is the
+configured credential's: ``PRME_API_KEY`` for stdio (``prme mcp``), the request's
+``Authorization: Bearer`` key for streamable HTTP (mounted at ``/mcp`` by ``prme serve``). The
+key is checked again on every call, so revoking it ends the session's access at once. Errors
+come back as tool errors whose structured content is the HTTP error body plus its status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from mcp import types
+from mcp.server.lowlevel import Server
+
+from prme_api.errors import error_response
+from prme_api.service import OPERATIONS, MemoryService
+from prme_core.errors import InvalidInput
+
+SERVER_NAME = "prme"
+API_KEY_ENV = "PRME_API_KEY"
+
+Credential = Callable[[Any], "str | None"]
+"""The API key a tool call presents, read from the call's request context."""
+
+
+def _result(data: Any, *, error: bool = False) -> types.CallToolResult:
+    text = orjson.dumps(data).decode()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data, is_error=error
+    )
+
+
+def _error(exc: BaseException) -> types.CallToolResult:
+    status, body = error_response(exc)
+    body["error"]["status"] = status
+    return _result(body, error=True)
+
+
+def tool_definitions() -> list[types.Tool]:
+    """The tools, their descriptions and input schemas (from the operations' request models)."""
+    return [
+        types.Tool(name=op.name, description=op.description, input_schema=op.model.model_json_schema())
+        for op in OPERATIONS
+    ]
+
+
+def build_server(service: MemoryService, credential: Credential, *, version: str = "") -> Server[Any]:
+    """An MCP server whose tools call ``service`` for the principal ``credential`` names."""
+    tools = tool_definitions()
+    operations = {op.name: op for op in OPERATIONS}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        op = operations.get(params.name)
+        try:
+            if op is None:
+                raise InvalidInput("name", f"unknown tool {params.name!r}; tools/list names every tool")
+            principal = await service.authenticate(credential(ctx))
+            request = op.model.model_validate(params.arguments or {})
+            return _result(await getattr(service, op.method)(principal, request))
+        except Exception as exc:  # every error, validation included, becomes a typed tool error
+            return _error(exc)
+
+    return Server(
+        SERVER_NAME,
+        version=version,
+        instructions="PRME memory: store, retrieve with receipts, judge, learn. The owner is the API key's.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def bearer_credential(ctx: Any) -> str | None:
+    """The key of a streamable-HTTP call: its ``Authorization: Bearer`` header."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    value = None if headers is None else headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, key = value.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else value
+
+
+async def serve_stdio(service: MemoryService, api_key: str, *, version: str = "") -> None:
+    """Serve MCP over stdin/stdout for the principal of ``api_key`` until the client closes."""
+    from mcp.server.stdio import stdio_server
+
+    await service.authenticate(api_key)  # refuse to start with a bad key
+    server = build_server(service, lambda ctx: api_key, version=version)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,310 @@
+"""Request and response bodies of the HTTP API and the MCP tools (one model per operation).
+
+Domain models are reused wherever one exists (``MemoryInput``, ``RankingMultipliers``,
+``LearningConfig``, ``LearningEvaluation``, ``FullRetrievalEvaluation``, ``ContextBundle``, …), so
+a field added to them reaches both surfaces unchanged. No model here has an owner: the owner is
+always the API key's. Bodies are strict (unknown fields, NaN, naive datetimes and coerced
+types are refused); list queries are lax only where HTTP query strings need it (``limit=5``).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, create_model
+
+from prme_core.access.keys import Principal
+from prme_core.feedback.ablation import ContextAblation
+from prme_core.feedback.citations import AnswerCitationSubmission, CitationMethod
+from prme_core.feedback.relevance import RelevanceMethod, RelevanceSubmission, Surface
+from prme_core.learning.config import LearningConfig
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalEvaluationConfig
+from prme_core.learning.holdout import MAX_QUERIES_PER_CALL, HoldoutQuerySpec
+from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, MAX_RECORDS_BOUND
+from prme_core.memory.bank import MAX_BATCH_NODES, MAX_PAGE
+from prme_core.memory.models import MemoryInput, ScopeName
+from prme_core.retrieval.config import MAX_TOKEN_BUDGET, Fidelity, PackingConfig, ScoringWeights
+from prme_core.retrieval.multipliers import RankingMultipliers
+from prme_core.retrieval.packing import ContextBundle
+from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText, RetrievalMetadata
+from prme_core.types import FrozenModel, Label, UtcDatetime, WindowEnd
+
+ScopeList = Annotated[list[ScopeName], Field(min_length=1, max_length=64)]
+"""An exact scope set as a caller writes it (repeats are dropped, order does not matter)."""
+PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE)]
+
+
+class Body(FrozenModel):
+    """A request body: unknown fields and non-finite numbers refused (``FrozenModel``'s rules);
+    counts and flags are strict (``StrictInt``, ``StrictBool``), as in the engine."""
+
+
+class Query(FrozenModel):
+    """Query-string parameters: unknown ones refused; numbers may arrive as text."""
+
+
+@cache
+def overrides_of(model: type[BaseModel]) -> type[BaseModel]:
+    """A model of optional overrides of ``model``'s fields (same types and bounds, every field
+    optional): what a request may change of an engine default (``scoring``, ``packing``)."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[name] = (annotation | None, Field(default=None, description=info.description))
+    return create_model(
+        f"{model.__name__}Overrides",
+        __base__=Body,
+        __doc__=f"Fields of {model.__name__} to change for this request; the engine's defaults fill the rest.",
+        **fields,
+    )
+
+
+# --- memories ---------------------------------------------------------------------------------
+
+
+class StoreBatchRequest(Body):
+    items: Annotated[list[MemoryInput], Field(min_length=1, max_length=MAX_BATCH_NODES)]
+
+
+class NodeRef(Body):
+    node_id: UUID
+
+
+# --- retrieval --------------------------------------------------------------------------------
+
+
+class RetrieveRequest(Body):
+    """Every argument of ``MemoryEngine.retrieve``; ``scopes`` defaults to every configured scope
+    the key may read, ``reference_time`` to now."""
+
+    query: QueryText
+    scopes: ScopeList | None = None
+    reference_time: UtcDatetime | None = None
+    limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
+    min_score: StrictFloat = Field(default=0.0, ge=0.0, le=10.0)
+    token_budget: StrictInt | None = Field(default=None, ge=16, le=MAX_TOKEN_BUDGET)
+    time_from: UtcDatetime | None = None
+    time_to: WindowEnd = None
+    event_time_from: UtcDatetime | None = None
+    event_time_to: WindowEnd = None
+    min_fidelity: Fidelity | None = None
+    scoring: overrides_of(ScoringWeights) | None = None  # type: ignore[valid-type]
+    packing: overrides_of(PackingConfig) | None = None  # type: ignore[valid-type]
+    ranking_multipliers: RankingMultipliers | None = None
+    include_cross_scope: StrictBool = False
+    retrieval_mode: Literal["hybrid", "lexical", "semantic"] = "hybrid"
+    include_context: StrictBool = True
+    """Return the exact rendered context (the text whose SHA-256 is ``metadata.context_sha256``)."""
+    include_bundle: StrictBool = False
+    """Return the packed ``ContextBundle`` too (the input of context ablation)."""
+
+
+class RetrievedMemoryOut(BaseModel):
+    node_id: UUID
+    rank: int
+    score: float
+    content: str
+    scope: str
+    node_type: str
+    session_id: str | None
+    event_time: UtcDatetime | None
+    paths: list[str]
+    cross_scope: bool
+    in_context: bool
+    representation: str | None
+
+
+class RetrieveResponse(BaseModel):
+    results: list[RetrievedMemoryOut]
+    context: str | None = None
+    bundle: ContextBundle | None = None
+    metadata: RetrievalMetadata
+
+
+class RequestRef(Body):
+    request_id: UUID
+
+
+# --- feedback ---------------------------------------------------------------------------------
+
+
+class RecordRelevanceRequest(RelevanceSubmission):
+    """Labels for members of one saved retrieval; ``feedback_id`` makes retries idempotent."""
+
+    feedback_id: UUID | None = None
+    surface: Surface = "results"
+    method: RelevanceMethod = "explicit_user"
+
+
+class FeedbackRef(Body):
+    feedback_id: UUID
+
+
+class RecordCitationsRequest(AnswerCitationSubmission):
+    """Which included memories an answer cited; ``citation_id`` makes retries idempotent."""
+
+    citation_id: UUID | None = None
+    method: CitationMethod = "model_reported"
+
+
+class CitationRef(Body):
+    citation_id: UUID
+
+
+class Page(Query):
+    after: UUID | None = None
+    limit: PageLimit = 100
+
+
+class AblateContextRequest(Body):
+    bundle: ContextBundle
+    node_ids: Annotated[list[UUID], Field(min_length=1, max_length=1000)]
+
+
+class AssessPresenceRequest(Body):
+    ablation: ContextAblation
+    citation_id: UUID
+    baseline_correct: StrictBool
+    counterfactual_correct: StrictBool
+    protocol: Label
+
+
+# --- learning and holdout ---------------------------------------------------------------------
+
+
+class EvaluateLearningRequest(Body):
+    scopes: ScopeList
+    surface: Surface = "results"
+    config: LearningConfig | None = None
+    query_groups: dict[UUID, Label] | None = None
+    max_records: StrictInt = Field(default=DEFAULT_MAX_RECORDS, ge=1, le=MAX_RECORDS_BOUND)
+
+
+class RegisterHoldoutRequest(Body):
+    scopes: ScopeList
+    queries: Annotated[list[HoldoutQuerySpec], Field(min_length=1, max_length=MAX_QUERIES_PER_CALL)]
+
+
+class ScopesQuery(Query):
+    scopes: ScopeList
+
+
+class RetireHoldoutRequest(Body):
+    scopes: ScopeList
+    holdout_ids: Annotated[list[UUID], Field(min_length=1, max_length=MAX_QUERIES_PER_CALL)]
+
+
+class EvaluateHoldoutRequest(Body):
+    proposal: LearningEvaluation
+    config: FullRetrievalEvaluationConfig | None = None
+
+
+# --- ranking profiles -------------------------------------------------------------------------
+
+
+class CreateProfileRequest(Body):
+    proposal: LearningEvaluation
+    holdout: FullRetrievalEvaluation
+    profile_id: UUID | None = None
+    baseline_profile_id: UUID | None = None
+
+
+class ProfileRef(Body):
+    profile_id: UUID
+
+
+class HistoryQuery(Query):
+    scopes: ScopeList
+    limit: PageLimit = 100
+    before: UUID | None = None
+
+
+class AsOfQuery(Query):
+    scopes: ScopeList
+    at: UtcDatetime
+
+
+class ActivateBody(Body):
+    change_id: UUID | None = None
+    reactivate: StrictBool = True
+
+
+class ActivateRequest(ActivateBody):
+    profile_id: UUID
+
+
+class DeactivateRequest(Body):
+    """``expected_profile_id``: refuse unless this profile (null: base scoring) is active now;
+    leave it out to change whatever is active."""
+
+    scopes: ScopeList
+    change_id: UUID | None = None
+    expected_profile_id: UUID | None = None
+
+
+class RollbackRequest(DeactivateRequest):
+    profile_id: UUID | None
+    """The earlier profile to serve again, or null for base scoring."""
+
+
+class NoArguments(Body):
+    pass
+
+
+# --- response envelopes (documentation; the operations build plain JSON) ----------------------
+
+T = TypeVar("T")
+
+
+class Items(BaseModel, Generic[T]):
+    items: list[T]
+    next_after: str | None = Field(default=None, description="Pass as `after` for the next page (null: last page).")
+
+
+class Retired(BaseModel):
+    retired: int
+
+
+class History(BaseModel, Generic[T]):
+    items: list[T]
+    next_before: str | None = Field(
+        default=None, description="Pass as `before` for the next (older) page (null: last page)."
+    )
+
+
+__all__ = [
+    "AblateContextRequest",
+    "ActivateBody",
+    "ActivateRequest",
+    "AsOfQuery",
+    "AssessPresenceRequest",
+    "CitationRef",
+    "CreateProfileRequest",
+    "DeactivateRequest",
+    "EvaluateHoldoutRequest",
+    "EvaluateLearningRequest",
+    "FeedbackRef",
+    "HistoryQuery",
+    "Items",
+    "MemoryInput",
+    "NoArguments",
+    "NodeRef",
+    "History",
+    "Page",
+    "Principal",
+    "ProfileRef",
+    "RecordCitationsRequest",
+    "RecordRelevanceRequest",
+    "RegisterHoldoutRequest",
+    "RequestRef",
+    "RetireHoldoutRequest",
+    "Retired",
+    "RetrieveRequest",
+    "RetrieveResponse",
+    "RollbackRequest",
+    "ScopesQuery",
+    "StoreBatchRequest",
+]

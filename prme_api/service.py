@@ -1,0 +1,515 @@
+"""The one implementation under both surfaces: each operation takes the caller's ``Principal``
+and a validated request model, calls ``MemoryEngine`` with the key's owner, and returns plain
+JSON data. HTTP routes (``prme_api.http``) and MCP tools (``prme_api.mcp``) only translate.
+
+Scope rules: scopes a request names must be within the key's scopes (``ScopeForbidden``, 403);
+a record read by id whose scopes are outside them reads as not found (404), the same as a
+missing or foreign id; pages of records list only those within them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from prme_api import models as m
+from prme_api.errors import OwnerMismatch, ResourceNotFound, StaleState
+from prme_core.access.keys import Principal
+from prme_core.canonical import utc_isoformat
+from prme_core.engine import MemoryEngine
+from prme_core.errors import NoOpTransition, ScopeForbidden, StaleProfileError
+from prme_core.memory.models import MemoryInput
+from prme_core.profiles.model import RankingProfileState
+from prme_core.retrieval.pipeline import RetrievalResponse
+
+R = TypeVar("R")
+
+
+def _json(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
+
+
+def _scopes_of_key(scope_key: str) -> list[str]:
+    return scope_key.split("+")
+
+
+def state_body(state: RankingProfileState) -> dict[str, Any]:
+    """A pointer change as returned: its record, whether it is a retry's replay, and the newer
+    change that superseded it (replays only)."""
+    body = state.canonical_dict()
+    body["replayed"] = state.replayed
+    body["superseded_by"] = None if state.superseded_by is None else state.superseded_by.canonical_dict()
+    return body
+
+
+def _result(memory: Any) -> dict[str, Any]:
+    body = asdict(memory)
+    body["node_id"] = str(memory.node_id)
+    body["event_time"] = None if memory.event_time is None else utc_isoformat(memory.event_time)
+    body["paths"] = list(memory.paths)
+    return body
+
+
+def retrieval_body(response: RetrievalResponse, *, include_context: bool, include_bundle: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "results": [_result(r) for r in response.results],
+        "metadata": response.metadata.model_dump(mode="json"),
+    }
+    if include_context:
+        body["context"] = response.context
+    if include_bundle:
+        body["bundle"] = _json(response.bundle)
+    return body
+
+
+class MemoryService:
+    """Operations over one ``MemoryEngine`` for authenticated principals."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self.configured_scopes: tuple[str, ...] = tuple(engine.settings.scopes)
+
+    async def authenticate(self, api_key: str | None) -> Principal:
+        return await self.engine.authenticate(api_key)  # type: ignore[attr-defined]
+
+    # --- scope checks -------------------------------------------------------------------------
+
+    def _scopes(self, principal: Principal, scopes: Sequence[str] | None, field: str = "scopes") -> list[str]:
+        if scopes is None:
+            allowed = self.configured_scopes if principal.scopes is None else principal.scopes
+            return [s for s in self.configured_scopes if s in allowed]
+        principal.require(scopes, field)
+        return list(scopes)
+
+    @staticmethod
+    def _visible(principal: Principal, scopes: Sequence[str], kind: str) -> None:
+        if not principal.permits(scopes):
+            raise ResourceNotFound(kind)
+
+    @staticmethod
+    def _page(items: list[Any], limit: int, key: Callable[[Any], Any]) -> dict[str, Any]:
+        return {"items": items, "next_after": str(key(items[-1])) if len(items) == limit else None}
+
+    async def _filtered_page(
+        self,
+        fetch: Callable[[UUID | None, int], Awaitable[list[R]]],
+        visible: Callable[[list[R]], Awaitable[list[bool]]] | None,
+        page: m.Page,
+        key: Callable[[R], UUID],
+    ) -> tuple[list[R], dict[str, Any]]:
+        """One page of records, keeping only those ``visible`` marks (pages are refilled from the
+        following records, so a page is short only at the end)."""
+        kept: list[R] = []
+        after = page.after
+        while len(kept) < page.limit:
+            batch = await fetch(after, page.limit)
+            marks = [True] * len(batch) if visible is None else await visible(batch)
+            kept.extend(r for r, ok in zip(batch, marks) if ok)
+            if len(batch) < page.limit:
+                break
+            after = key(batch[-1])
+        kept = kept[: page.limit]
+        return kept, self._page(kept, page.limit, key)
+
+    async def _receipt_scopes_visible(self, principal: Principal, request_ids: list[UUID]) -> list[bool]:
+        if principal.scopes is None:
+            return [True] * len(request_ids)
+        out = []
+        for request_id in request_ids:
+            receipt = await self.engine.get_receipt(request_id, principal.owner)  # type: ignore[attr-defined]
+            out.append(receipt is not None and principal.permits(receipt.scopes))
+        return out
+
+    async def _require_receipt(self, principal: Principal, request_id: UUID) -> None:
+        """A scope-limited key may only write feedback on retrievals within its scopes."""
+        if not (await self._receipt_scopes_visible(principal, [request_id]))[0]:
+            raise ResourceNotFound("retrieval receipt")
+
+    # --- memories ---------------------------------------------------------------------------
+
+    async def whoami(self, principal: Principal, request: m.NoArguments) -> dict[str, Any]:
+        body = _json(principal)
+        body["configured_scopes"] = list(self.configured_scopes)
+        return body
+
+    async def store_memory(self, principal: Principal, request: MemoryInput) -> dict[str, Any]:
+        principal.require([request.scope], "scope")
+        return _json(await self.engine.store_memory(principal.owner, request))  # type: ignore[attr-defined]
+
+    async def store_batch(self, principal: Principal, request: m.StoreBatchRequest) -> dict[str, Any]:
+        for i, item in enumerate(request.items):
+            principal.require([item.scope], f"items[{i}].scope")
+        nodes = await self.engine.store_batch(principal.owner, request.items)  # type: ignore[attr-defined]
+        return {"items": [_json(n) for n in nodes]}
+
+    async def get_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
+        node = await self.engine.get(principal.owner, request.node_id)  # type: ignore[attr-defined]
+        self._visible(principal, [node.scope], "memory")
+        return _json(node)
+
+    # --- retrieval --------------------------------------------------------------------------
+
+    async def retrieve(self, principal: Principal, request: m.RetrieveRequest) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        if request.include_cross_scope and not principal.permits(self.configured_scopes):
+            raise ScopeForbidden(
+                "include_cross_scope", "reads every scope of the owner; this API key is limited to some scopes"
+            )
+        arguments = request.model_dump(exclude={"query", "scopes", "include_context", "include_bundle"})
+        for name in ("scoring", "packing"):
+            override = getattr(request, name)
+            arguments[name] = None if override is None else override.model_dump(exclude_unset=True)
+        arguments["ranking_multipliers"] = request.ranking_multipliers
+        response = await self.engine.retrieve(request.query, owner=principal.owner, scopes=scopes, **arguments)  # type: ignore[attr-defined]
+        return retrieval_body(response, include_context=request.include_context, include_bundle=request.include_bundle)
+
+    async def get_receipt(self, principal: Principal, request: m.RequestRef) -> dict[str, Any]:
+        receipt = await self.engine.get_receipt(request.request_id, principal.owner)  # type: ignore[attr-defined]
+        if receipt is None:
+            raise ResourceNotFound("retrieval receipt")
+        self._visible(principal, receipt.scopes, "retrieval receipt")
+        return receipt.canonical_dict()
+
+    # --- feedback ---------------------------------------------------------------------------
+
+    async def record_relevance(self, principal: Principal, request: m.RecordRelevanceRequest) -> dict[str, Any]:
+        await self._require_receipt(principal, request.request_id)
+        record = await self.engine.record_relevance(  # type: ignore[attr-defined]
+            request.request_id,
+            request.labels,
+            owner=principal.owner,
+            method=request.method,
+            surface=request.surface,
+            feedback_id=request.feedback_id,
+        )
+        return _json(record)
+
+    async def get_relevance(self, principal: Principal, request: m.FeedbackRef) -> dict[str, Any]:
+        record = await self.engine.get_relevance(request.feedback_id, principal.owner)  # type: ignore[attr-defined]
+        if record is None:
+            raise ResourceNotFound("relevance record")
+        self._visible(principal, _scopes_of_key(record.scope_key), "relevance record")
+        return _json(record)
+
+    async def list_relevance(self, principal: Principal, request: m.Page) -> dict[str, Any]:
+        async def fetch(after: UUID | None, limit: int) -> list[Any]:
+            return await self.engine.list_relevance(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+
+        async def visible(batch: list[Any]) -> list[bool]:
+            return [principal.permits(_scopes_of_key(r.scope_key)) for r in batch]
+
+        items, page = await self._filtered_page(
+            fetch, None if principal.scopes is None else visible, request, lambda r: r.feedback_id
+        )
+        return {**page, "items": [_json(r) for r in items]}
+
+    async def record_answer_citations(self, principal: Principal, request: m.RecordCitationsRequest) -> dict[str, Any]:
+        await self._require_receipt(principal, request.request_id)
+        record = await self.engine.record_answer_citations(  # type: ignore[attr-defined]
+            request.request_id,
+            owner=principal.owner,
+            answer_id=request.answer_id,
+            cited_node_ids=list(request.cited_node_ids),
+            method=request.method,
+            answer_digest=request.answer_digest,
+            citation_id=request.citation_id,
+        )
+        return _json(record)
+
+    async def _citation(self, principal: Principal, citation_id: UUID) -> Any:
+        record = await self.engine.get_answer_citations(citation_id, principal.owner)  # type: ignore[attr-defined]
+        if record is None or not (await self._receipt_scopes_visible(principal, [record.request_id]))[0]:
+            raise ResourceNotFound("answer citation record")
+        return record
+
+    async def get_answer_citations(self, principal: Principal, request: m.CitationRef) -> dict[str, Any]:
+        return _json(await self._citation(principal, request.citation_id))
+
+    async def list_answer_citations(self, principal: Principal, request: m.Page) -> dict[str, Any]:
+        async def fetch(after: UUID | None, limit: int) -> list[Any]:
+            return await self.engine.list_answer_citations(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+
+        async def visible(batch: list[Any]) -> list[bool]:
+            return await self._receipt_scopes_visible(principal, [r.request_id for r in batch])
+
+        items, page = await self._filtered_page(fetch, visible, request, lambda r: r.citation_id)
+        return {**page, "items": [_json(r) for r in items]}
+
+    async def ablate_context(self, principal: Principal, request: m.AblateContextRequest) -> dict[str, Any]:
+        return _json(self.engine.ablate_context(request.bundle, request.node_ids))  # type: ignore[attr-defined]
+
+    async def assess_context_presence(self, principal: Principal, request: m.AssessPresenceRequest) -> dict[str, Any]:
+        citation = await self._citation(principal, request.citation_id)
+        credit = self.engine.assess_context_presence(  # type: ignore[attr-defined]
+            request.ablation,
+            citation,
+            baseline_correct=request.baseline_correct,
+            counterfactual_correct=request.counterfactual_correct,
+            protocol=request.protocol,
+        )
+        return _json(credit)
+
+    # --- learning and holdout ---------------------------------------------------------------
+
+    async def evaluate_learning(self, principal: Principal, request: m.EvaluateLearningRequest) -> dict[str, Any]:
+        report = await self.engine.evaluate_learning(  # type: ignore[attr-defined]
+            principal.owner,
+            scopes=self._scopes(principal, request.scopes),
+            surface=request.surface,
+            config=request.config,
+            query_groups=None if request.query_groups is None else {str(k): v for k, v in request.query_groups.items()},
+            max_records=request.max_records,
+        )
+        return _json(report)
+
+    async def register_holdout_queries(self, principal: Principal, request: m.RegisterHoldoutRequest) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        queries = await self.engine.register_holdout_queries(principal.owner, scopes, request.queries)  # type: ignore[attr-defined]
+        return {"items": [_json(q) for q in queries], "next_after": None}
+
+    async def list_holdout_queries(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
+        queries = await self.engine.list_holdout_queries(principal.owner, self._scopes(principal, request.scopes))  # type: ignore[attr-defined]
+        return {"items": [_json(q) for q in queries], "next_after": None}
+
+    async def retire_holdout_queries(self, principal: Principal, request: m.RetireHoldoutRequest) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        retired = await self.engine.retire_holdout_queries(principal.owner, scopes, request.holdout_ids)  # type: ignore[attr-defined]
+        return {"retired": retired}
+
+    def _own_report(self, principal: Principal, report: Any, field: str) -> None:
+        if report.owner != principal.owner:
+            raise OwnerMismatch(f"{field}.owner")
+        principal.require(report.scopes, f"{field}.scopes")
+
+    async def evaluate_holdout(self, principal: Principal, request: m.EvaluateHoldoutRequest) -> dict[str, Any]:
+        self._own_report(principal, request.proposal, "proposal")
+        report = await self.engine.evaluate_holdout(request.proposal, config=request.config)  # type: ignore[attr-defined]
+        return _json(report)
+
+    # --- ranking profiles -------------------------------------------------------------------
+
+    async def create_ranking_profile(self, principal: Principal, request: m.CreateProfileRequest) -> dict[str, Any]:
+        self._own_report(principal, request.proposal, "proposal")
+        self._own_report(principal, request.holdout, "holdout")
+        profile = await self.engine.create_ranking_profile(  # type: ignore[attr-defined]
+            request.proposal,
+            request.holdout,
+            owner=principal.owner,
+            profile_id=request.profile_id,
+            baseline_profile_id=request.baseline_profile_id,
+        )
+        return _json(profile)
+
+    async def _profile_status(self, principal: Principal, profile_id: UUID) -> Any:
+        status = await self.engine.get_ranking_profile(profile_id, principal.owner)  # type: ignore[attr-defined]
+        if status is None:
+            raise ResourceNotFound("ranking profile")
+        self._visible(principal, status.profile.scopes, "ranking profile")
+        return status
+
+    async def get_ranking_profile(self, principal: Principal, request: m.ProfileRef) -> dict[str, Any]:
+        return _json(await self._profile_status(principal, request.profile_id))
+
+    async def list_ranking_profiles(self, principal: Principal, request: m.Page) -> dict[str, Any]:
+        async def fetch(after: UUID | None, limit: int) -> list[Any]:
+            return await self.engine.list_ranking_profiles(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+
+        async def visible(batch: list[Any]) -> list[bool]:
+            return [principal.permits(p.scopes) for p in batch]
+
+        items, page = await self._filtered_page(
+            fetch, None if principal.scopes is None else visible, request, lambda p: p.profile_id
+        )
+        return {**page, "items": [_json(p) for p in items]}
+
+    async def get_active_ranking_profile(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        profile = await self.engine.get_active_ranking_profile(principal.owner, scopes)  # type: ignore[attr-defined]
+        return {"profile": None if profile is None else _json(profile)}
+
+    async def ranking_profile_history(self, principal: Principal, request: m.HistoryQuery) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        states = await self.engine.ranking_profile_history(  # type: ignore[attr-defined]
+            principal.owner, scopes, limit=request.limit, before=request.before
+        )
+        items = [state_body(s) for s in states]
+        return {"items": items, "next_before": items[-1]["change_id"] if len(items) == request.limit else None}
+
+    async def ranking_profile_at(self, principal: Principal, request: m.AsOfQuery) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        state = await self.engine.ranking_profile_at(principal.owner, scopes, request.at)  # type: ignore[attr-defined]
+        return {"state": None if state is None else state_body(state)}
+
+    async def _change(self, principal: Principal, scopes: Sequence[str], change: Awaitable[Any]) -> dict[str, Any]:
+        """Run a pointer change; a stale expectation or a no-op answers with the current state."""
+        try:
+            return state_body(await change)
+        except (StaleProfileError, NoOpTransition) as exc:
+            newest = await self.engine.ranking_profile_history(principal.owner, scopes, limit=1)  # type: ignore[attr-defined]
+            raise StaleState(exc, state_body(newest[0]) if newest else None) from exc
+
+    async def activate_ranking_profile(self, principal: Principal, request: m.ActivateRequest) -> dict[str, Any]:
+        status = await self._profile_status(principal, request.profile_id)
+        change = self.engine.activate_ranking_profile(  # type: ignore[attr-defined]
+            request.profile_id, owner=principal.owner, change_id=request.change_id, reactivate=request.reactivate
+        )
+        return await self._change(principal, status.profile.scopes, change)
+
+    def _expected(self, request: m.DeactivateRequest) -> dict[str, Any]:
+        return (
+            {"expected_profile_id": request.expected_profile_id}
+            if "expected_profile_id" in request.model_fields_set
+            else {}
+        )
+
+    async def deactivate_ranking_profile(self, principal: Principal, request: m.DeactivateRequest) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        change = self.engine.deactivate_ranking_profile(  # type: ignore[attr-defined]
+            owner=principal.owner, scopes=scopes, change_id=request.change_id, **self._expected(request)
+        )
+        return await self._change(principal, scopes, change)
+
+    async def rollback_ranking_profile(self, principal: Principal, request: m.RollbackRequest) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        if request.profile_id is not None:
+            await self._profile_status(principal, request.profile_id)
+        change = self.engine.rollback_ranking_profile(  # type: ignore[attr-defined]
+            request.profile_id,
+            owner=principal.owner,
+            scopes=scopes,
+            change_id=request.change_id,
+            **self._expected(request),
+        )
+        return await self._change(principal, scopes, change)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation as a tool: its name, what it does, its request model and its method."""
+
+    name: str
+    description: str
+    model: type[BaseModel]
+    method: str
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "memory_whoami",
+        "The API key's owner, scope limit and expiry, and the configured scopes.",
+        m.NoArguments,
+        "whoami",
+    ),
+    Operation("memory_store", "Store one memory for the key's owner.", MemoryInput, "store_memory"),
+    Operation("memory_store_batch", "Store memories atomically (all or none).", m.StoreBatchRequest, "store_batch"),
+    Operation("memory_get", "The current version of one memory.", m.NodeRef, "get_memory"),
+    Operation(
+        "memory_retrieve",
+        "Hybrid retrieval with a saved, replayable receipt: timezone-aware reference_time, scopes, validity "
+        "(time_from/time_to) and event-time bounds, min_fidelity, cross-scope, retrieval_mode, ranking_multipliers; "
+        "include_context returns the exact rendered context, include_bundle the packed bundle.",
+        m.RetrieveRequest,
+        "retrieve",
+    ),
+    Operation("memory_get_retrieval_receipt", "The saved receipt of a retrieval.", m.RequestRef, "get_receipt"),
+    Operation(
+        "memory_record_relevance",
+        "Record boolean relevance labels for members of a saved retrieval (idempotent by feedback_id).",
+        m.RecordRelevanceRequest,
+        "record_relevance",
+    ),
+    Operation("memory_get_relevance", "One relevance record.", m.FeedbackRef, "get_relevance"),
+    Operation("memory_list_relevance", "A page of relevance records, by feedback id.", m.Page, "list_relevance"),
+    Operation(
+        "memory_record_answer_citations",
+        "Record which included memories an answer cited (idempotent by citation_id).",
+        m.RecordCitationsRequest,
+        "record_answer_citations",
+    ),
+    Operation("memory_get_answer_citations", "One answer citation record.", m.CitationRef, "get_answer_citations"),
+    Operation("memory_list_answer_citations", "A page of answer citation records.", m.Page, "list_answer_citations"),
+    Operation(
+        "memory_ablate_context",
+        "Remove included entries from a packed bundle without re-retrieving (exact token accounting).",
+        m.AblateContextRequest,
+        "ablate_context",
+    ),
+    Operation(
+        "memory_assess_context_presence",
+        "Tier one cited, ablated entry by baseline and counterfactual correctness.",
+        m.AssessPresenceRequest,
+        "assess_context_presence",
+    ),
+    Operation(
+        "memory_evaluate_learning",
+        "Offline proposal for an exact scope set from the owner's relevance records (changes nothing).",
+        m.EvaluateLearningRequest,
+        "evaluate_learning",
+    ),
+    Operation(
+        "memory_register_holdout_queries",
+        "Register holdout queries with their complete relevant sets (idempotent).",
+        m.RegisterHoldoutRequest,
+        "register_holdout_queries",
+    ),
+    Operation(
+        "memory_list_holdout_queries", "Active holdout queries of a scope set.", m.ScopesQuery, "list_holdout_queries"
+    ),
+    Operation(
+        "memory_retire_holdout_queries", "Retire holdout queries.", m.RetireHoldoutRequest, "retire_holdout_queries"
+    ),
+    Operation(
+        "memory_evaluate_holdout",
+        "Run the registered full-retrieval holdout for a proposal and evaluate it.",
+        m.EvaluateHoldoutRequest,
+        "evaluate_holdout",
+    ),
+    Operation(
+        "memory_create_ranking_profile",
+        "Persist a profile from a positive proposal and holdout (does not activate).",
+        m.CreateProfileRequest,
+        "create_ranking_profile",
+    ),
+    Operation("memory_get_ranking_profile", "A profile and whether it is active.", m.ProfileRef, "get_ranking_profile"),
+    Operation("memory_list_ranking_profiles", "A page of profiles.", m.Page, "list_ranking_profiles"),
+    Operation(
+        "memory_get_active_ranking_profile",
+        "The profile serving a scope set (null: base scoring).",
+        m.ScopesQuery,
+        "get_active_ranking_profile",
+    ),
+    Operation(
+        "memory_list_ranking_profile_history",
+        "Pointer changes of a scope set, newest first.",
+        m.HistoryQuery,
+        "ranking_profile_history",
+    ),
+    Operation(
+        "memory_get_ranking_profile_at",
+        "The pointer change in force at a time.",
+        m.AsOfQuery,
+        "ranking_profile_at",
+    ),
+    Operation(
+        "memory_activate_ranking_profile",
+        "Activate a profile over the baseline it was evaluated against (idempotent by change_id).",
+        m.ActivateRequest,
+        "activate_ranking_profile",
+    ),
+    Operation(
+        "memory_deactivate_ranking_profile",
+        "Return a scope set to base scoring (idempotent by change_id).",
+        m.DeactivateRequest,
+        "deactivate_ranking_profile",
+    ),
+    Operation(
+        "memory_rollback_ranking_profile",
+        "Serve an earlier profile again, or base scoring (idempotent by change_id).",
+        m.RollbackRequest,
+        "rollback_ranking_profile",
+    ),
+)

@@ -1,0 +1,1 @@
+"""Access: API keys that bind a credential to an owner and, optionally, to scopes."""
