@@ -45,8 +45,10 @@ CHUNK = 1000
 PROGRESS_EVERY = 5000
 
 
-def write_dataset(url: str, records: int, groups: int, seed: int = 5) -> None:
-    """Write ``records`` receipts (one per record) and their relevance records into the store at ``url``."""
+def write_dataset(url: str, records: int, groups: int, seed: int = 5, pool: int = 0) -> None:
+    """Write ``records`` receipts (one per record) and their relevance records into the store at
+    ``url``; with ``pool`` > 0 each receipt records a complete pool of that many scored members
+    (the returned candidates are its best), as retrieval does."""
     rng = random.Random(seed)
     store = open_store(url)
     started = time.perf_counter()
@@ -59,6 +61,7 @@ def write_dataset(url: str, records: int, groups: int, seed: int = 5) -> None:
                     query=f"benchmark question {(done + i) % groups}",
                     candidates=CANDIDATES,
                     threshold=THRESHOLD,
+                    pool=pool,
                 )
                 for i in range(min(CHUNK, records - done))
             ]
@@ -94,15 +97,21 @@ import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 from prme_core.storage import open_store
 from prme_core.learning.snapshot import cut_snapshot
-from prme_core.learning.offline import evaluate_learning
+from prme_core.learning.observations import prepare
+from prme_core.learning.offline import evaluate_prepared
 start = time.perf_counter()
 store = open_store(sys.argv[1])
 snapshot = cut_snapshot(store, "bench-owner", max_records=int(sys.argv[2]))
 cut = time.perf_counter() - start
-report = evaluate_learning(snapshot, owner="bench-owner", scopes=["personal"])
+prepared = prepare(snapshot, owner="bench-owner", scopes=["personal"])
+ready = time.perf_counter() - start
+report = evaluate_prepared(prepared)
 total = time.perf_counter() - start
-print(json.dumps({"cut_s": cut, "total_s": total, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "decision": report.decision, "lexical": report.multipliers.lexical,
+print(json.dumps({"cut_s": cut, "prepare_s": ready - cut, "total_s": total,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "decision": report.decision, "lexical": report.multipliers.lexical, "path": report.fit_path,
+                  "algorithm": report.algorithm, "fit_requests": report.fit_requests,
+                  "evaluations": report.search_evaluations,
                   "gain": report.validation_ndcg_gain, "groups": report.coverage.training_queries + report.coverage.validation_queries,
                   "pairs": report.coverage.explicit_pairs}))
 """
@@ -120,33 +129,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", default="10000,100000")
     parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--pool", type=int, default=150, help="scored members per receipt's recorded pool")
+    parser.add_argument("--paths", default="judged,pool", help="judged: receipts without pools; pool: with")
     args = parser.parse_args()
     sizes = [int(x) for x in args.records.split(",")]
-    results = {}
+    paths = [p.strip() for p in args.paths.split(",")]
+    results: dict[tuple[str, int], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            url = f"duckdb:///{Path(tmp) / f'learning-{size}.duckdb'}"
-            write_dataset(url, size, args.groups)
-            results[size] = measure(url, size)
-            r = results[size]
-            print(
-                f"{size:,} records, {args.groups:,} query groups, {CANDIDATES}-candidate receipts, {JUDGED} judged each"
-            )
-            print(f"  snapshot cut (DuckDB)            {r['cut_s']:8.2f} s")
-            print(
-                f"  cut + evaluate_learning          {r['total_s']:8.2f} s   "
-                f"{'target ≤ 30 s' if size >= 100_000 else ''}"
-            )
-            print(f"  peak RSS of the evaluation       {r['peak_rss_mb']:8.0f} MB")
-            print(
-                f"  decision {r['decision']}, lexical ×{r['lexical']:.2f}, validation NDCG gain "
-                f"{r['gain'] if r['gain'] is None else round(r['gain'], 4)}, {r['groups']} groups, {r['pairs']:,} pairs"
-            )
-            Path(tmp, f"learning-{size}.duckdb").unlink(missing_ok=True)
-    if len(sizes) > 1:
-        small, large = sizes[0], sizes[-1]
-        ratio = results[large]["total_s"] / results[small]["total_s"]
-        print(f"scaling: {large // small}x the records took {ratio:.1f}x the time")
+            for path in paths:
+                pool = args.pool if path == "pool" else 0
+                url = f"duckdb:///{Path(tmp) / f'learning-{path}-{size}.duckdb'}"
+                write_dataset(url, size, args.groups, pool=pool)
+                r = results[(path, size)] = measure(url, size)
+                kind = f"pools of {pool} members" if pool else "no pools (the version-9 path)"
+                print(
+                    f"{size:,} records, {args.groups:,} query groups, {CANDIDATES}-candidate receipts, "
+                    f"{JUDGED} judged each, {kind}"
+                )
+                print(f"  snapshot cut (DuckDB)            {r['cut_s']:8.2f} s")
+                print(f"  prepare (labels, pools read)     {r['prepare_s']:8.2f} s")
+                print(
+                    f"  cut + evaluate_learning          {r['total_s']:8.2f} s   "
+                    f"{'target ≤ 30 s' if size >= 100_000 else ''}"
+                )
+                print(f"  peak RSS of the evaluation       {r['peak_rss_mb']:8.0f} MB")
+                print(
+                    f"  {r['path']} path, {r['algorithm']}, {r['fit_requests']} training requests fitted"
+                    + (f", {r['evaluations']} search evaluations" if r["evaluations"] else "")
+                )
+                print(
+                    f"  decision {r['decision']}, lexical ×{r['lexical']:.2f}, validation NDCG gain "
+                    f"{r['gain'] if r['gain'] is None else round(r['gain'], 4)}, {r['groups']} groups, "
+                    f"{r['pairs']:,} pairs"
+                )
+                Path(tmp, f"learning-{path}-{size}.duckdb").unlink(missing_ok=True)
+    for path in paths:
+        if len(sizes) > 1:
+            small, large = sizes[0], sizes[-1]
+            ratio = results[(path, large)]["total_s"] / results[(path, small)]["total_s"]
+            print(f"scaling ({path} path): {large // small}x the records took {ratio:.1f}x the time")
+    if len(paths) == 2:
+        for size in sizes:
+            a, b = results[(paths[1], size)]["total_s"], results[(paths[0], size)]["total_s"]
+            print(f"{size:,} records: {paths[1]} path {a:.2f} s beside the {paths[0]} path's {b:.2f} s ({a / b:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -35,10 +35,11 @@ from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.pool_ranking import PoolRequest
 from prme_core.learning.snapshot import FeedbackSnapshot
-from prme_core.learning.split import group_id, is_validation, query_digest
+from prme_core.learning.split import fit_sample, group_id, is_validation, query_digest
 from prme_core.receipts.model import PROVENANCE_SINCE
 from prme_core.receipts.projection import FLOAT_COLUMNS
 from prme_core.receipts.projection import scope_key as make_scope_key
+from prme_core.receipts.versions import PACKED_POOL_SINCE
 from prme_core.retrieval.text import normalize_query
 from prme_core.validation import check_owner, check_query_groups, check_scope_set
 
@@ -163,10 +164,14 @@ class Prepared:
     judged: Judged
     path: FitPath = "judged"
     path_reason: str = ""
-    pools: list[PoolRequest] = field(default_factory=list)
-    """Pool path: each request's recorded pool and labels, aligned with ``requests``."""
-    returned: list[tuple[tuple[bytes, ...], tuple[float, ...]]] = field(default_factory=list)
-    """Pool path: each request's recorded returned list (ids, scores), for the replay check."""
+    pools: dict[int, PoolRequest] = field(default_factory=dict)
+    """Pool path: the recorded pool and labels of every request that is used — each validation
+    request and the training requests the fit re-ranks (``fit_requests``) — by request index."""
+    fit_requests: list[int] = field(default_factory=list)
+    """Pool path: indices of the training requests the fit re-ranks (all of them, or a
+    deterministic sample of ``LearningConfig.max_fit_requests`` spread over the groups)."""
+    returned: dict[int, tuple[tuple[bytes, ...], tuple[float, ...]]] = field(default_factory=dict)
+    """Pool path: the recorded returned list (ids, scores) of each request in ``pools``."""
 
     @property
     def explicit_pairs(self) -> int:
@@ -255,9 +260,25 @@ def prepare(
         info.query_digests.add(digest)
         requests.append(Request(request_id, gid, info.validation, positives, negatives))
 
-    path, reason, pools = _fit_path(snapshot, requests, config, exclusions)
+    path, reason, eligible, inline = _fit_path(snapshot, requests, config, exclusions)
+    pools: dict[int, PoolRequest] = {}
+    sample: list[int] = []
     if path == "pool":
-        requests, groups = _keep(requests, groups, set(pools))
+        requests, groups = _keep(requests, groups, eligible)
+        training = [i for i, r in enumerate(requests) if not r.validation]
+        sample = [
+            training[j]
+            for j in fit_sample(
+                [requests[i].request_id for i in training],
+                [sorted(groups).index(requests[i].group) for i in training],
+                limit=config.max_fit_requests,
+                seed=config.seed,
+            )
+        ]
+        used = sorted({i for i, r in enumerate(requests) if r.validation} | set(sample))
+        wanted = [requests[i].request_id for i in used if requests[i].request_id not in inline]
+        loaded = {**inline, **(snapshot.pools(wanted) if wanted else {})}
+        pools = {i: _pool_request(snapshot, requests[i], loaded[requests[i].request_id]) for i in used}
     judged = _judged_arrays(snapshot, requests if path == "judged" else [])
     return Prepared(
         owner=owner,
@@ -274,41 +295,51 @@ def prepare(
         judged=judged,
         path=path,
         path_reason=reason,
-        pools=[_pool_request(snapshot, r, pools[r.request_id]) for r in requests] if path == "pool" else [],
-        returned=[_returned(snapshot, r.request_id) for r in requests] if path == "pool" else [],
+        pools=pools,
+        fit_requests=sample,
+        returned={i: _returned(snapshot, requests[i].request_id) for i in pools},
     )
 
 
 def _fit_path(
     snapshot: FeedbackSnapshot, requests: list[Request], config: LearningConfig, exclusions: dict[str, int]
-) -> tuple[FitPath, str, dict[str, Any]]:
-    """Which fit the requests support (``LearningConfig.fit``), why, and the replayable pools."""
+) -> tuple[FitPath, str, set[str], dict[str, Any]]:
+    """Which fit the requests support (``LearningConfig.fit``), why, the requests with a
+    complete, replayable pool, and the version-10 pools read to find out (inline pools carry
+    their flags; version-11 projections name theirs, so no pool is read for this)."""
     fit = config.fit or "auto"
     if fit == "judged_pairwise":
-        return "judged", "fit=judged_pairwise was requested", {}
-    with_pool = [r.request_id for r in requests if snapshot.has_pool(r.request_id)]
-    loaded = snapshot.pools(with_pool) if with_pool else {}
-    pools = {k: c for k, c in loaded.items() if c.replay.get("complete") and c.replay.get("replayable")}
-    skipped = len(requests) - len(pools)
+        return "judged", "fit=judged_pairwise was requested", set(), {}
+    possible = [r.request_id for r in requests if snapshot.may_replay_pool(r.request_id)]
+    inline_ids = [k for k in possible if int(snapshot.receipts[k].header["schema_version"]) < PACKED_POOL_SINCE]
+    inline = {k: c for k, c in (snapshot.pools(inline_ids) if inline_ids else {}).items() if _replayable(c)}
+    eligible = {k for k in possible if k not in inline_ids} | set(inline)
+    skipped = len(requests) - len(eligible)
     if fit == "auto":
-        train = {r.group for r in requests if r.request_id in pools and not r.validation}
-        validation = {r.group for r in requests if r.request_id in pools and r.validation}
+        train = {r.group for r in requests if r.request_id in eligible and not r.validation}
+        validation = {r.group for r in requests if r.request_id in eligible and r.validation}
         if len(train) < config.min_training_queries or len(validation) < config.min_validation_queries:
             return (
                 "judged",
-                f"{len(pools)} of {len(requests)} usable requests have a complete, replayable pool "
+                f"{len(eligible)} of {len(requests)} usable requests have a complete, replayable pool "
                 f"({len(train)} training and {len(validation)} validation groups, fewer than the "
                 f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs): "
                 "fitted on the judged candidates' recorded features instead",
+                set(),
                 {},
             )
     exclusions["requests_without_replayable_pool"] += skipped
     return (
         "pool",
-        f"{len(pools)} of {len(requests)} usable requests re-ranked from their recorded pools"
+        f"{len(eligible)} of {len(requests)} usable requests re-ranked from their recorded pools"
         + (f" ({skipped} without a complete, replayable pool excluded)" if skipped else ""),
-        pools,
+        eligible,
+        inline,
     )
+
+
+def _replayable(columns: Any) -> bool:
+    return bool(columns.replay.get("complete") and columns.replay.get("replayable"))
 
 
 def _keep(requests: list[Request], groups: dict[str, Group], keep: set[str]) -> tuple[list[Request], dict[str, Group]]:

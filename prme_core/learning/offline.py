@@ -34,8 +34,6 @@ from prme_core.learning.pool_fit import (
     POOL_NDCG_ALGORITHM,
     POOL_PAIRWISE_ALGORITHM,
     PoolObjective,
-    fit_sample,
-    pool_set,
     search,
 )
 from prme_core.learning.pool_ranking import PoolSet, recorded_lists
@@ -136,6 +134,8 @@ class _Fitted:
     fit_requests: int
     search_evaluations: int | None = None
     alternative: tuple[str, RankingMultipliers, tuple[np.ndarray, np.ndarray], int] | None = None
+    measured: list[int] | None = None
+    """Indices of the requests the metrics arrays are for (None: every request, in order)."""
 
 
 def _judged_fit(prepared: Prepared) -> _Fitted:
@@ -176,27 +176,25 @@ def _pool_algorithm(cfg: LearningConfig) -> str:
 
 def pool_replay_check(prepared: Prepared) -> ReplayCheck:
     """Do the recorded pools, re-ranked under each request's recorded adjustment, reproduce every
-    returned list exactly (ids, order and scores)?"""
+    returned list exactly (ids, order and scores)? Checked for every request the fit uses."""
     if not prepared.pools:
         return ReplayCheck(True, 0, 0, 0.0)
-    pools = pool_set(prepared.pools)
+    used = sorted(prepared.pools)
+    pools = PoolSet([prepared.pools[i] for i in used])
     lists = recorded_lists(pools.rank(None, recorded=True), pools)
-    bad = [
-        i
-        for i, (got, want) in enumerate(zip(lists, prepared.returned, strict=True))
-        if tuple(got[0]) != want[0] or tuple(got[1]) != want[1]
-    ]
-    worst = 0.0
-    for i in bad:
-        scores, want_scores = lists[i][1], prepared.returned[i][1]
-        if len(scores) == len(want_scores):
-            worst = max([worst, *(abs(a - b) for a, b in zip(scores, want_scores))])
-        else:
-            worst = math.inf
-    return ReplayCheck(not bad, len(lists), len(bad), worst)
+    bad, worst = 0, 0.0
+    for (ids, scores), i in zip(lists, used, strict=True):
+        want_ids, want_scores = prepared.returned[i]
+        if tuple(ids) != want_ids or tuple(scores) != want_scores:
+            bad += 1
+            same = len(scores) == len(want_scores)
+            worst = max([worst, *(abs(a - b) for a, b in zip(scores, want_scores))]) if same else math.inf
+    return ReplayCheck(bad == 0, len(lists), bad, worst)
 
 
 def _pool_fit(prepared: Prepared) -> _Fitted:
+    """Fit on the training sample's pools; measure both arms on every used request (each
+    validation request and the training sample), so the report's groups are exactly those."""
     cfg = prepared.config
     check = pool_replay_check(prepared)
     if not check.exact:
@@ -204,25 +202,15 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
             f"pool replay does not reproduce {check.mismatches} of {check.candidates} recorded returned lists "
             "(ids, order or scores); the recorded pools cannot support learning"
         )
-    everything = pool_set(prepared.pools)
+    used = sorted(prepared.pools)
+    everything = PoolSet([prepared.pools[i] for i in used])
     base_interactions = _base_interactions(everything)
-    request_group, validation_group = _group_index(prepared)
-    training = [i for i in range(len(prepared.requests)) if not validation_group[request_group[i]]]
-    sample = [
-        training[i]
-        for i in fit_sample(
-            [prepared.requests[i].request_id for i in training],
-            [int(request_group[i]) for i in training],
-            limit=cfg.max_fit_requests,
-            seed=cfg.seed,
-        )
-    ]
-    train_groups = sorted({int(request_group[i]) for i in sample})
-    local = {g: i for i, g in enumerate(train_groups)}
-    train_pools = pool_set(prepared.pools, sample)
+    request_group, _ = _group_index(prepared)
+    sample = prepared.fit_requests
+    local = {g: i for i, g in enumerate(sorted({int(request_group[i]) for i in sample}))}
+    train_pools = PoolSet([prepared.pools[i] for i in sample])
     groups = np.array([local[int(request_group[i])] for i in sample], dtype=np.int64)
-    baseline_ranking = everything.rank(None, recorded=True)
-    base = everything.judged_metrics(baseline_ranking, cfg.ndcg_k)
+    base = everything.judged_metrics(everything.rank(None, recorded=True), cfg.ndcg_k)
     results = {}
     for algorithm in (_pool_algorithm(cfg), _other(_pool_algorithm(cfg))):
         objective = PoolObjective(
@@ -256,6 +244,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
         fit_requests=len(sample),
         search_evaluations=chosen[4],
         alternative=(_other(_pool_algorithm(cfg)), other[0], other[3], other[4]),
+        measured=used,
     )
 
 
@@ -283,18 +272,27 @@ def _group_index(prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _group_results(
-    prepared: Prepared, base: tuple[np.ndarray, np.ndarray], candidate: tuple[np.ndarray, np.ndarray]
+    prepared: Prepared,
+    base: tuple[np.ndarray, np.ndarray],
+    candidate: tuple[np.ndarray, np.ndarray],
+    measured: list[int] | None = None,
 ) -> list[QueryLearningResult]:
+    """Per group, the means over its measured requests (``measured``: which requests the metric
+    arrays hold, in order; groups without a measured request are left out)."""
     (base_ndcg, base_pairs), (cand_ndcg, cand_pairs) = base, candidate
+    position = {r: j for j, r in enumerate(measured if measured is not None else range(len(prepared.requests)))}
     queries = []
     for g in sorted(prepared.groups):
         info = prepared.groups[g]
-        idx = info.requests
+        requests = [i for i in info.requests if i in position]
+        if not requests:
+            continue
+        idx = [position[i] for i in requests]
         queries.append(
             QueryLearningResult(
                 group_id=g,
                 split="validation" if info.validation else "train",
-                request_ids=tuple(sorted(prepared.requests[i].request_id for i in idx)),
+                request_ids=tuple(sorted(prepared.requests[i].request_id for i in requests)),
                 query_digests=tuple(sorted(info.query_digests)),
                 baseline_pairwise_accuracy=float(np.mean(base_pairs[idx])),
                 candidate_pairwise_accuracy=float(np.mean(cand_pairs[idx])),
@@ -317,7 +315,7 @@ def _validation_summary(
 
 def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> LearningEvaluation:
     cfg = prepared.config
-    queries = _group_results(prepared, fitted.base, fitted.candidate)
+    queries = _group_results(prepared, fitted.base, fitted.candidate, fitted.measured)
     diffs, gain, pairwise_gain, interval = _validation_summary(queries, cfg)
     decision = offline_decision(
         enough_groups=True,
@@ -331,7 +329,7 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
     if fitted.alternative is not None:
         algorithm, multipliers, metrics, evaluations = fitted.alternative
         _, alt_gain, alt_pairwise, alt_interval = _validation_summary(
-            _group_results(prepared, fitted.base, metrics), cfg
+            _group_results(prepared, fitted.base, metrics, fitted.measured), cfg
         )
         alternative = AlternativeFit(
             algorithm=algorithm,  # type: ignore[arg-type]

@@ -27,7 +27,6 @@ summation order or on the CPU's ``exp``.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -169,33 +168,6 @@ def search(
             if not moved:
                 break
     return SearchResult(best, at_identity, best_value, objective.evaluations)
-
-
-def fit_sample(request_ids: Sequence[str], groups: Sequence[int], *, limit: int, seed: int) -> list[int]:
-    """At most ``limit`` of the training requests (indices), spread over their groups: each
-    group's requests in the order of a seeded hash of the request id, then round robin over
-    groups in group order, so every group keeps at least one request while the limit allows."""
-    if len(request_ids) <= limit:
-        return list(range(len(request_ids)))
-    by_group: dict[int, list[int]] = {}
-    for i, g in enumerate(groups):
-        by_group.setdefault(g, []).append(i)
-    queues = [
-        sorted(members, key=lambda i: hashlib.sha256(f"{seed}:{request_ids[i]}".encode()).digest())
-        for _, members in sorted(by_group.items())
-    ]
-    chosen: list[int] = []
-    depth = 0
-    while len(chosen) < limit:
-        added = False
-        for queue in queues:
-            if depth < len(queue) and len(chosen) < limit:
-                chosen.append(queue[depth])
-                added = True
-        if not added:
-            break
-        depth += 1
-    return sorted(chosen)
 
 
 def pool_set(requests: Sequence[PoolRequest], indices: Sequence[int] | None = None) -> PoolSet:

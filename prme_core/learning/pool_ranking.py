@@ -115,6 +115,8 @@ class PoolSet:
         )
         self.eligible = np.concatenate([r.columns.update_eligible for r in requests] or [np.zeros(0, bool)])
         self.member_context = self.context[self.member_request]
+        self._column = np.arange(n) - self.member_start[self.member_request]
+        self._widest = int(m.max(initial=0))
         # Node ids: member ids then outside ids, each as (high, low) 64-bit halves; the id rank of
         # an item among its request's items is the final tie-break.
         raw = b"".join(r.columns.node_bytes for r in requests) + b"".join(r.columns.outside_bytes for r in requests)
@@ -195,11 +197,20 @@ class PoolSet:
         else:
             s1 = np.zeros(0)
         req = self.member_request
-        order = np.lexsort((self.id_rank[:n], -self.path_score, -s1, req))
-        base_position = np.empty(n, dtype=np.int64)
-        base_position[order] = np.arange(n) - self.member_start[req[order]]
+        # Only the best members can be returned or lend their score: those at or above each
+        # request's depth-th best base score (depth = the largest limit or inheritance depth), ties
+        # included. Every other member scores below at least that many members (inheritance only
+        # raises scores), so it can neither trigger inheritance nor make any returned list unless
+        # inherited into it, which the neighbour pairs below add back. Sorting only these keeps
+        # an evaluation near-linear in the pool sizes.
+        candidate = self._best_members(s1)
+        members = np.flatnonzero(candidate)
+        order = members[np.lexsort((self.id_rank[members], -self.path_score[members], -s1[members], req[members]))]
+        base_position = np.full(n, ABSENT, dtype=np.int64)
+        counts = np.bincount(req[order], minlength=self.requests)
+        base_position[order] = np.arange(order.size) - np.concatenate([[0], np.cumsum(counts)])[req[order]]
         final = np.full(self.items, -np.inf)
-        final[:n] = s1
+        final[members] = s1[members]
         changed = np.zeros(self.requests, dtype=bool)
         src, dst = self.neighbour_source, self.neighbour_target
         if src.size:
@@ -207,8 +218,11 @@ class PoolSet:
             active = base_position[src] < self.top_k[source_request]
             src, dst, source_request = src[active], dst[active], source_request[active]
             inherited = s1[src] * self.decay[source_request]
-            np.maximum.at(final, dst, inherited)
             own = np.where(dst < n, s1[np.minimum(dst, max(n - 1, 0))], -np.inf)
+            # a target outside the best members enters with its own score unless inheritance beats it
+            promoted_member = dst < n
+            final[dst[promoted_member]] = np.maximum(final[dst[promoted_member]], own[promoted_member])
+            np.maximum.at(final, dst, inherited)
             changed[source_request[(dst >= n) | (inherited > own)]] = True
         present = np.flatnonzero(final > -np.inf)
         item_req = self.item_request[present]
@@ -229,6 +243,16 @@ class PoolSet:
         position = np.full(self.items, ABSENT, dtype=np.int64)
         position[ranked] = within
         return PoolRanking(item=ranked, score=ranked_score, starts=starts, position=position)
+
+    def _best_members(self, s1: np.ndarray) -> np.ndarray:
+        """Members whose base score is at least their request's ``depth``-th best (ties kept)."""
+        depth = int(max(self.limit.max(initial=0), self.top_k.max(initial=0)))
+        if self.n == 0 or self._widest <= depth:
+            return np.ones(self.n, dtype=bool)
+        matrix = np.full((self.requests, self._widest), -np.inf)
+        matrix[self.member_request, self._column] = s1
+        threshold = -np.partition(-matrix, depth - 1, axis=1)[:, depth - 1]
+        return s1 >= threshold[self.member_request]
 
     # --- judged metrics -------------------------------------------------------------------
 

@@ -269,10 +269,23 @@ class LearningEvaluation(EvolvingModel):
                 raise ValueError(f"group {q.group_id} names requests outside the recorded receipts")
         train = sum(q.split == "train" for q in self.queries)
         requests = sum(len(q.request_ids) for q in self.queries)
-        if (train, len(self.queries) - train, requests) != (
-            self.coverage.training_queries,
-            self.coverage.validation_queries,
-            self.coverage.requests_with_pairs,
+        c = self.coverage
+        if self.fit_path == "pool":
+            # A pool fit measures every validation request and the training requests it re-ranked
+            # (all of them, or a sample of ``max_fit_requests`` spread over the groups).
+            train_requests = sum(len(q.request_ids) for q in self.queries if q.split == "train")
+            if (
+                len(self.queries) - train != c.validation_queries
+                or train > c.training_queries
+                or train_requests != self.fit_requests
+                or requests > c.requests_with_pairs
+                or (self.fit_requests or 0) > self.config.max_fit_requests  # type: ignore[operator]
+            ):
+                raise ValueError("coverage counts do not match the per-group results")
+        elif (train, len(self.queries) - train, requests) != (
+            c.training_queries,
+            c.validation_queries,
+            c.requests_with_pairs,
         ):
             raise ValueError("coverage counts do not match the per-group results")
 

@@ -31,7 +31,13 @@ from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.pool import PoolColumns
-from prme_core.receipts.projection import INT_COLUMNS, PackedProjection, packed_projection
+from prme_core.receipts.projection import (
+    INT_COLUMNS,
+    POOL_COMPLETE,
+    POOL_REPLAYABLE,
+    PackedProjection,
+    packed_projection,
+)
 from prme_core.receipts.store import OP_RECEIPT, get_receipts, load_pool_columns
 from prme_core.receipts.versions import PACKED_POOL_SINCE, POOL_SINCE
 from prme_core.storage.base import Store
@@ -221,9 +227,15 @@ class FeedbackSnapshot:
     """Reads recorded pools on demand (pool-replay fitting needs only some of them); the pools
     are bound to receipts the snapshot already verified, and a loader checks that binding."""
 
-    def has_pool(self, request_id: str) -> bool:
-        """Whether the request's receipt records a pool (version 10 inline or version 11 packed)."""
-        return int(self.receipts[request_id].header["schema_version"]) >= POOL_SINCE
+    def may_replay_pool(self, request_id: str) -> bool:
+        """Whether the request's receipt may hold a complete, replayable pool: a version-11 receipt
+        whose verified projection says so, or a version-10 receipt (its inline pool says; reading
+        it tells)."""
+        header = self.receipts[request_id].header
+        version = int(header["schema_version"])
+        if version >= PACKED_POOL_SINCE:
+            return header["pool_flags"] == POOL_COMPLETE | POOL_REPLAYABLE
+        return version >= POOL_SINCE
 
     def pools(self, request_ids: Sequence[str]) -> dict[str, PoolColumns]:
         if self.pool_loader is None:
@@ -381,6 +393,7 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
             base_ids,
             adjustments,
             pool_sha256,
+            pool_flags,
         ) in tx.receipt_projection_rows(owner, keys):
             header = {
                 "schema_version": int(schema_version),
@@ -394,6 +407,7 @@ def resolve_receipts(store: Store, owner: str, request_ids: Sequence[str]) -> di
             }
             if int(schema_version) >= PACKED_POOL_SINCE:
                 header["pool_sha256"] = pool_sha256
+                header["pool_flags"] = int(pool_flags)
             if request_id in evidence:
                 raise AmbiguousRecord(f"two projections claim request {request_id}; the store needs repair")
             if receipt_checksum != ops[request_id][0]:

@@ -12,6 +12,7 @@ on nothing but the group and the seed, so adding feedback can never move an exis
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.retrieval.text import normalize_query
@@ -32,3 +33,30 @@ def query_digest(query: str) -> str:
 def is_validation(group: str, *, seed: int, validation_fraction: float) -> bool:
     value = int(hashlib.sha256(f"{seed}:{group}".encode()).hexdigest(), 16)
     return value / float(2**256) < validation_fraction
+
+
+def fit_sample(request_ids: Sequence[str], groups: Sequence[int], *, limit: int, seed: int) -> list[int]:
+    """At most ``limit`` of the training requests (indices), spread over their groups: each
+    group's requests in the order of a seeded hash of the request id, then round robin over
+    groups in group order, so every group keeps at least one request while the limit allows."""
+    if len(request_ids) <= limit:
+        return list(range(len(request_ids)))
+    by_group: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    queues = [
+        sorted(members, key=lambda i: hashlib.sha256(f"{seed}:{request_ids[i]}".encode()).digest())
+        for _, members in sorted(by_group.items())
+    ]
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < limit:
+        added = False
+        for queue in queues:
+            if depth < len(queue) and len(chosen) < limit:
+                chosen.append(queue[depth])
+                added = True
+        if not added:
+            break
+        depth += 1
+    return sorted(chosen)

@@ -69,8 +69,9 @@ def scope_key(scopes: Sequence[str]) -> str:
 
 
 def receipt_header(receipt: Projectable) -> dict[str, Any]:
-    """The projection's header; from version 11 on it names the packed pool's digest, so the
-    projection row binds the pool row (versions before 11 keep exactly their old header)."""
+    """The projection's header; from version 11 on it names the packed pool's digest and replay
+    flags, so the projection row binds the pool row (versions before 11 keep exactly their old
+    header)."""
     header = {
         "schema_version": receipt.schema_version,
         "request_id": str(receipt.request_id),
@@ -83,7 +84,17 @@ def receipt_header(receipt: Projectable) -> dict[str, Any]:
     }
     if receipt.schema_version >= PACKED_POOL_SINCE:
         header["pool_sha256"] = receipt.pool.sha256
+        header["pool_flags"] = pool_flags(receipt.pool.complete, receipt.pool.replayable)
     return header
+
+
+POOL_COMPLETE, POOL_REPLAYABLE = 1, 2
+
+
+def pool_flags(complete: bool, replayable: bool) -> int:
+    """A version-11 pool's replay flags as the projection header records them (a bit each), so
+    learning knows which pools it can re-rank exactly before it reads any."""
+    return (POOL_COMPLETE if complete else 0) | (POOL_REPLAYABLE if replayable else 0)
 
 
 def candidate_columns(receipt: Projectable) -> dict[str, list[Any]]:

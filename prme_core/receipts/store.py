@@ -58,6 +58,7 @@ def _projection_row(receipt: RetrievalReceipt, checksum: str) -> tuple:
         packed.base_node_ids,
         packed.adjustments,
         packed.header.get("pool_sha256"),
+        packed.header.get("pool_flags"),
         receipt.packed_pool(),
     )
 

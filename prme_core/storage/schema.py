@@ -203,10 +203,11 @@ CREATE TRIGGER ranking_pointer_changes_append_only BEFORE UPDATE OR DELETE ON ra
 MIGRATIONS = MIGRATIONS + (
     Migration(
         6,
-        "the packed candidate pool of version-11 receipts and its digest, beside the receipt's projection "
-        "(both empty for older receipts)",
+        "the packed candidate pool of version-11 receipts, its digest and its replay flags (complete, "
+        "replayable), beside the receipt's projection (empty for older receipts)",
         """
 ALTER TABLE receipt_projections ADD COLUMN pool_sha256 TEXT;
+ALTER TABLE receipt_projections ADD COLUMN pool_flags INTEGER;
 ALTER TABLE receipt_projections ADD COLUMN pool {blob};
 """,
     ),

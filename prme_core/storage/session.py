@@ -558,13 +558,15 @@ class StoreSession:
 
     def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
         """Packed projection rows of receipts, streamed (column order: see receipts.store); the
-        pool digest is '' before version 11. The pools themselves are read by ``receipt_pool_rows``."""
+        pool digest is '' and the pool flags 0 before version 11. The pools themselves are read by
+        ``receipt_pool_rows``."""
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
                 for batch in self.conn.stream_arrow(
                     "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
                     "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments, "
-                    f"coalesce(pool_sha256, '') FROM receipt_projections WHERE owner = ? AND {where}",
+                    "coalesce(pool_sha256, '') AS pool_sha256, coalesce(pool_flags, 0) AS pool_flags "
+                    f"FROM receipt_projections WHERE owner = ? AND {where}",
                     [owner, *extra],
                 ):
                     yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
@@ -724,6 +726,7 @@ PROJECTION_COLUMNS = (
     "base_node_ids",
     "adjustments",
     "pool_sha256",
+    "pool_flags",
     "pool",
 )
 ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))

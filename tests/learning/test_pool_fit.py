@@ -13,9 +13,9 @@ from prme_core import MemoryClient
 from prme_core.canonical import sha256_hex
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.offline import evaluate_learning
-from prme_core.learning.pool_fit import fit_sample
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import cut_snapshot, snapshot_from_receipts
+from prme_core.learning.split import fit_sample
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.receipts.store import receipt_bytes
 from tests.learning_lab import LEARNING_CONFIG, build_lab
