@@ -32,7 +32,7 @@ POOL_DEFAULTS = {
     "fit": "auto",
     "family": FAMILY_V2,
     "pool_regularization": 0.001,
-    "max_fit_requests": 2000,
+    "max_fit_requests": 1000,
     "search_starts": 32,
 }
 """What a report records for the pool-fitting fields when the caller leaves them unset."""

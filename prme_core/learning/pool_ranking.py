@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
-from prme_core.canonical import canonical_json
 from prme_core.features import LEXICAL_INDEX, SEMANTIC_INDEX
 from prme_core.learning.metrics import ndcg_at_k_batch, pairwise_accuracy_batch
 from prme_core.receipts.pool import PoolColumns
@@ -75,8 +75,10 @@ class PoolSet:
         for r in requests:
             c = r.columns
             replay = c.replay
-            key = canonical_json(
-                [replay["scoring"], replay["current_state"], replay["episodic"], replay["multipliers"]]
+            # values parsed from verified pool rows: a sorted-key dump identifies the context
+            key = orjson.dumps(
+                [replay["scoring"], replay["current_state"], replay["episodic"], replay["multipliers"]],
+                option=orjson.OPT_SORT_KEYS,
             )
             at = contexts.get(key)
             if at is None:
@@ -108,13 +110,23 @@ class PoolSet:
         self.top_k, self.decay = np.array(top_k, dtype=np.int64), np.array(decay)
         self.min_score, self.limit = np.array(min_score), np.array(limit, dtype=np.int64)
         width = requests[0].columns.features.shape[1] if requests else 0
-        self.features = np.concatenate([r.columns.features for r in requests]) if n else np.zeros((0, width))
+        features = np.concatenate([r.columns.features for r in requests]) if n else np.zeros((0, width))
+        self.features = np.asfortranarray(features)  # formula 1 reads it column by column
         self.relevance = self.features[:, SEMANTIC_INDEX] + self.features[:, LEXICAL_INDEX] if n else np.zeros(0)
         self.path_score = np.minimum(
             np.concatenate([_bit_count(r.columns.paths) for r in requests] or [np.zeros(0)]) / 3.0, 1.0
         )
         self.eligible = np.concatenate([r.columns.update_eligible for r in requests] or [np.zeros(0, bool)])
         self.member_context = self.context[self.member_request]
+        # Members of each context (weight set), so formula 1 runs once per context with one
+        # weight row instead of gathering a weight row per member.
+        self._by_context = [np.flatnonzero(self.member_context == c) for c in range(len(self.contexts))]
+        single = len(self._by_context) == 1
+        self._context_features = [
+            self.features if single else np.asfortranarray(self.features[rows]) for rows in self._by_context
+        ]
+        self._context_relevance = [self.relevance if single else self.relevance[rows] for rows in self._by_context]
+        self._context_eligible = [self.eligible if single else self.eligible[rows] for rows in self._by_context]
         self._column = np.arange(n) - self.member_start[self.member_request]
         self._widest = int(m.max(initial=0))
         # Node ids: member ids then outside ids, each as (high, low) 64-bit halves; the id rank of
@@ -126,6 +138,10 @@ class PoolSet:
         order = np.lexsort((halves[:, 1], halves[:, 0], self.item_request)) if halves.size else np.zeros(0, np.int64)
         self.id_rank = np.empty(order.size, dtype=np.int64)
         self.id_rank[order] = np.arange(order.size)
+        # The base order's tie-break (path score, then id) as one integer rank per member.
+        tie_order = np.lexsort((self.id_rank[:n], -self.path_score, self.member_request))
+        self._member_tie = np.empty(n, dtype=np.int64)
+        self._member_tie[tie_order] = np.arange(n)
         self.items = n + int(o.sum())
         # Session neighbours as (source member, target item) pairs in source order.
         src, dst = [], []
@@ -144,14 +160,14 @@ class PoolSet:
         pairs_p, pairs_n, pairs_r = [], [], []
         for i, r in enumerate(requests):
             first = len(label_item)
-            index = _request_items(r.columns, int(self.member_start[i]), n + int(outside_start[i]))
+            starts = (int(self.member_start[i]), n + int(outside_start[i]))
             for node in r.positives:
-                label_item.append(_item(index, node))
+                label_item.append(_item(r.columns, node, starts))
                 label_positive.append(True)
                 label_request.append(i)
             p_count = len(label_item) - first
             for node in r.negatives:
-                label_item.append(_item(index, node))
+                label_item.append(_item(r.columns, node, starts))
                 label_positive.append(False)
                 label_request.append(i)
             n_count = len(label_item) - first - p_count
@@ -184,18 +200,30 @@ class PoolSet:
     def rank(self, adjustment: RankingMultipliers | None, *, recorded: bool = False) -> PoolRanking:
         """Every request's returned list under ``adjustment`` (None: the configured scoring)."""
         weights = self.applied(adjustment, recorded=recorded)
-        n, ctx = self.n, self.member_context
-        w = np.array([ws.additive_vector() for ws in weights], dtype=np.float64).reshape(len(weights), -1)
-        s = np.array([[ws.temporal_boost, ws.relevance_floor] for ws in weights], dtype=np.float64).reshape(-1, 2)
-        if n:
-            base = weighted_base_scores(self.features, w[ctx], s[ctx])
-            multiplier = np.array([ws.current_update_multiplier for ws in weights])[ctx]
-            coefficient = current_update_coefficient_array(
-                base, self.relevance, self.eligible, multiplier, s[ctx, 1], weighted=True
+        n = self.n
+        s1 = np.empty(n)
+        for c, rows in enumerate(self._by_context):
+            if not rows.size:
+                continue
+            ws, f = weights[c], self._context_features[c]
+            size = rows.size
+            base = weighted_base_scores(
+                f,
+                np.broadcast_to(np.array(ws.additive_vector(), dtype=np.float64), (size, len(ws.additive_vector()))),
+                np.broadcast_to(np.array([ws.temporal_boost, ws.relevance_floor]), (size, 2)),
             )
-            s1 = base * coefficient
-        else:
-            s1 = np.zeros(0)
+            coefficient = current_update_coefficient_array(
+                base,
+                self._context_relevance[c],
+                self._context_eligible[c],
+                ws.current_update_multiplier,
+                ws.relevance_floor,
+                weighted=True,
+            )
+            if len(self._by_context) == 1:
+                s1 = base * coefficient
+            else:
+                s1[rows] = base * coefficient
         req = self.member_request
         # Only the best members can be returned or lend their score: those at or above each
         # request's depth-th best base score (depth = the largest limit or inheritance depth), ties
@@ -205,7 +233,7 @@ class PoolSet:
         # an evaluation near-linear in the pool sizes.
         candidate = self._best_members(s1)
         members = np.flatnonzero(candidate)
-        order = members[np.lexsort((self.id_rank[members], -self.path_score[members], -s1[members], req[members]))]
+        order = members[_ordered_within(req[members], s1[members], self._member_tie[members], self.requests)]
         base_position = np.full(n, ABSENT, dtype=np.int64)
         counts = np.bincount(req[order], minlength=self.requests)
         base_position[order] = np.arange(order.size) - np.concatenate([[0], np.cumsum(counts)])[req[order]]
@@ -226,10 +254,10 @@ class PoolSet:
             changed[source_request[(dst >= n) | (inherited > own)]] = True
         present = np.flatnonzero(final > -np.inf)
         item_req = self.item_request[present]
-        path = np.where(present < n, self.path_score[np.minimum(present, max(n - 1, 0))], 0.0)
-        second = np.where(changed[item_req], 0.0, -path)
-        score = final[present]
-        ranked = present[np.lexsort((self.id_rank[present], second, -score, item_req))]
+        # Re-sorted by (score, id) where inheritance changed the list, else by (score, path, id).
+        member_tie = self._member_tie[np.minimum(present, max(n - 1, 0))]
+        tie = np.where(changed[item_req] | (present >= n), self.id_rank[present], member_tie)
+        ranked = present[_ordered_within(item_req, final[present], tie, self.requests)]
         ranked_req = self.item_request[ranked]
         ranked_score = final[ranked]
         kept = ranked_score >= self.min_score[ranked_req]
@@ -272,23 +300,44 @@ class PoolSet:
         return scores[self.label_item]
 
 
+def _ordered_within(rows: np.ndarray, values: np.ndarray, tie: np.ndarray, requests: int) -> np.ndarray:
+    """Indices ordering elements by row, then value descending, then ``tie`` ascending — what
+    ``np.lexsort((tie, -values, rows))`` gives, sorted row by row in a padded matrix (rows hold a
+    few dozen elements, so this is several times faster than one sort over all of them)."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    grouped = np.argsort(rows, kind="stable")
+    counts = np.bincount(rows, minlength=requests)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    column = np.empty(rows.size, dtype=np.int64)
+    column[grouped] = np.arange(rows.size) - starts[rows[grouped]]
+    width = int(counts.max())
+    score = np.full((requests, width), np.inf)
+    ties = np.full((requests, width), np.iinfo(np.int64).max)
+    index = np.full((requests, width), -1, dtype=np.int64)
+    score[rows, column] = -values
+    ties[rows, column] = tie
+    index[rows, column] = np.arange(rows.size)
+    order = np.lexsort((ties, score), axis=1)
+    flat = np.take_along_axis(index, order, axis=1).ravel()
+    return flat[flat >= 0]
+
+
 def _bit_count(masks: np.ndarray) -> np.ndarray:
     m = masks.astype(np.int64)
     return ((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1)).astype(np.float64)
 
 
-def _request_items(columns: PoolColumns, member_start: int, outside_start: int) -> dict[bytes, int]:
-    ids, out = columns.node_bytes, columns.outside_bytes
-    index = {ids[16 * j : 16 * j + 16]: member_start + j for j in range(columns.members)}
-    index.update({out[16 * j : 16 * j + 16]: outside_start + j for j in range(columns.outside)})
-    return index
-
-
-def _item(index: dict[bytes, int], node: bytes) -> int:
-    at = index.get(node)
-    if at is None:
-        raise ValueError("a judged candidate is neither a member of its request's pool nor a recorded neighbour")
-    return at
+def _item(columns: PoolColumns, node: bytes, starts: tuple[int, int]) -> int:
+    """The item index of a judged node: a member of this request's pool or one of its outside
+    neighbours (ids are unique 16-byte blocks, so an aligned match is the node)."""
+    for raw, start in ((columns.node_bytes, starts[0]), (columns.outside_bytes, starts[1])):
+        at = raw.find(node)
+        while at >= 0 and at % 16:
+            at = raw.find(node, at + 1)
+        if at >= 0:
+            return start + at // 16
+    raise ValueError("a judged candidate is neither a member of its request's pool nor a recorded neighbour")
 
 
 def recorded_lists(ranking: PoolRanking, pools: PoolSet) -> list[tuple[list[bytes], list[float]]]:
