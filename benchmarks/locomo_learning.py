@@ -73,9 +73,11 @@ from prme_core.datasets.locomo import (
     register_holdout,
     select,
     split_questions,
+    tenant_conversation,
 )
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput, SentenceEmbeddingUnavailable, StoreUnavailable
+from prme_core.learning.bootstrap import bootstrap_interval
 from prme_core.learning.evidence import latest_artifact
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_learning
@@ -90,6 +92,10 @@ SCRATCH_OUT = Path(".prme", "benchmarks", "locomo")
 COMMITTED_OUT = {
     "hashed": Path(__file__).resolve().parent / "results" / "locomo",
     "minilm": Path(__file__).resolve().parent / "results" / "locomo-minilm",
+}
+TENANT_OUT = {
+    "hashed": Path(__file__).resolve().parent / "results" / "locomo-tenant",
+    "minilm": Path(__file__).resolve().parent / "results" / "locomo-tenant-minilm",
 }
 """The committed development results per embedding, written only with ``--update-results``."""
 DEFAULT_NULL_SEEDS = 10
@@ -137,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default="hashed",
         help="semantic channel: the default hashed embedding, all-MiniLM-L6-v2 (the 'semantic' "
         "extra), or auto = minilm when it loads offline, else hashed",
+    )
+    parser.add_argument(
+        "--tenant",
+        action="store_true",
+        help="store every conversation under ONE owner and scope (a tenant-sized owner: every turn is a "
+        "candidate for every question) and run the same loop on it; results in benchmarks/results/locomo-tenant",
     )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     return parser
@@ -320,25 +332,33 @@ def run_owner(
             evaluation = client.evaluate_holdout(proposal, config=holdout_cfg)
             status = "evaluated (not gated)"
 
+        judged_cfg = learning_cfg.model_copy(update={"fit": "judged_pairwise"})
+        proposal_v1 = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=judged_cfg)
         rankings: dict[str, Any] = {}
         per_group: dict[str, dict[str, float]] = {}
         lambdarank: dict[str, Any] = {"status": "no holdout evaluation"}
+        oracle: dict[str, Any] = {"status": "no holdout evaluation"}
         if evaluation is not None:
-            trials = locomo_ranking.holdout_trials(evaluation, lambda rid: client.get_receipt(rid, owner))
+            trials = locomo_ranking.holdout_trials(
+                evaluation, lambda rid: client.get_receipt(rid, owner, with_pool=True)
+            )
             lists: dict[str, Any] = {
                 "baseline": [locomo_ranking.receipt_order(t.baseline) for t in trials],
-                "learned": [locomo_ranking.receipt_order(t.candidate) for t in trials],
+                "learned_v2": [locomo_ranking.receipt_order(t.candidate) for t in trials],
+                "learned_v1": locomo_ranking.pool_rerank(trials, proposal_v1.multipliers),
                 **locomo_ranking.index_rankings(client, owner, trials, HOLDOUT_K),
                 "lexical_rerank": [locomo_ranking.feature_rerank(t.baseline, "f_lexical") for t in trials],
                 "semantic_rerank": [locomo_ranking.feature_rerank(t.baseline, "f_semantic") for t in trials],
             }
-            prepared = prepare(
-                snapshot, owner=owner, scopes=scopes, config=learning_cfg.model_copy(update={"fit": "judged_pairwise"})
-            )
-            lambdarank = locomo_ranking.lambdarank_challenger(
-                locomo_ranking.judged_requests(prepared, snapshot), trials, k=HOLDOUT_K, seed=policy.seed
+            pooled = prepare(snapshot, owner=owner, scopes=scopes, config=learning_cfg)
+            lambdarank = (
+                locomo_ranking.pool_lambdarank(pooled, trials, k=HOLDOUT_K, seed=policy.seed)
+                if pooled.path == "pool"
+                else {"status": f"no pool fit: {pooled.path_reason}", "rankings": None}
             )
             lists["lambdarank"] = lambdarank.pop("rankings")
+            oracle = locomo_ranking.family_oracle(trials, k=HOLDOUT_K, seed=policy.seed)
+            lists["oracle_v2"] = oracle.pop("rankings")
             judged = locomo_ranking.compare(trials, lists, HOLDOUT_K)
             _check_against_report(owner, judged, evaluation)
             rankings = {name: Metrics(**{k: v for k, v in j.items() if k != "per_group"}) for name, j in judged.items()}
@@ -359,7 +379,7 @@ def run_owner(
         evidence = [len(conv.resolve(q)[0]) for q in split.feedback]
         diagnosis = locomo_diagnosis.diagnose(
             snapshot,
-            proposal,
+            proposal_v1,
             owner=owner,
             scopes=scopes,
             config=learning_cfg,
@@ -397,6 +417,10 @@ def run_owner(
         recall_gain=None if e is None else e.recall_gain,
         mrr_gain=None if e is None else e.mrr_gain,
         regression_fraction=None if e is None else e.regression_fraction,
+        harm=None if e is None else e.harm,
+        severe_share=None if e is None else e.severe_share,
+        observed_sd=None if e is None else e.observed_sd,
+        groups_for_power=None if e is None else e.groups_for_power,
         trials=0 if e is None else e.coverage.trials,
         message=message or (outcome.message if outcome else ""),
     )
@@ -418,21 +442,15 @@ def run_owner(
             explicit_pairs=c.explicit_pairs,
         ),
         exclusions=dict(proposal.exclusions),
-        offline=Offline(
-            decision=proposal.decision,
-            validation_ndcg_gain=proposal.validation_ndcg_gain,
-            validation_gain_interval=proposal.validation_gain_interval,
-            validation_pairwise_gain=proposal.validation_pairwise_gain,
-            multipliers=proposal.multipliers.model_dump(),
-            training_loss_before=proposal.training_loss_before,
-            training_loss_after=proposal.training_loss_after,
-        ),
+        offline=offline_of(proposal),
+        offline_v1=offline_of(proposal_v1),
         checks=checks,
         dagster_run_success=result.success,
         holdout=holdout,
         activation=Activation(**activation),
         rankings=rankings,
         lambdarank=lambdarank,
+        oracle=oracle,
         null_control=NullControl(**null),
         diagnosis=diagnosis,
         seconds=time.perf_counter() - started,
@@ -440,9 +458,27 @@ def run_owner(
     return row, per_group
 
 
+def offline_of(proposal: Any) -> Offline:
+    return Offline(
+        decision=proposal.decision,
+        family=proposal.family or "multipliers_v1",
+        algorithm=proposal.algorithm,
+        fit_path=proposal.fit_path or "judged",
+        validation_ndcg_gain=proposal.validation_ndcg_gain,
+        validation_gain_interval=proposal.validation_gain_interval,
+        validation_pairwise_gain=proposal.validation_pairwise_gain,
+        multipliers=proposal.multipliers.model_dump(),
+        training_loss_before=proposal.training_loss_before,
+        training_loss_after=proposal.training_loss_after,
+        observed_sd=proposal.observed_sd,
+        groups_for_power=proposal.groups_for_power,
+        alternative=None if proposal.alternative is None else proposal.alternative.model_dump(mode="json"),
+    )
+
+
 def _check_against_report(owner: str, judged: dict[str, Any], evaluation: Any) -> None:
     """Our judging of the two arms must reproduce the holdout report exactly (same metric code)."""
-    for arm, prefix in (("baseline", "baseline"), ("learned", "candidate")):
+    for arm, prefix in (("baseline", "baseline"), ("learned_v2", "candidate")):
         for metric in ("recall", "ndcg", "mrr"):
             ours, theirs = judged[arm][metric], getattr(evaluation, f"{prefix}_{metric}")
             if abs(ours - theirs) > 1e-9:
@@ -455,7 +491,7 @@ def _check_against_report(owner: str, judged: dict[str, Any], evaluation: Any) -
 def output_dir(options: argparse.Namespace, embedding: str) -> Path:
     """``--out``, the committed results with ``--update-results``, else the scratch folder."""
     if options.update_results:
-        return COMMITTED_OUT[embedding]
+        return (TENANT_OUT if getattr(options, "tenant", False) else COMMITTED_OUT)[embedding]
     return Path(options.out) if options.out else SCRATCH_OUT
 
 
@@ -468,6 +504,8 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
     conversations = select(read_locomo(path), wanted)
+    if getattr(options, "tenant", False):
+        conversations = [tenant_conversation(conversations)]
     if options.null_seeds < 0:
         raise InvalidInput("--null-seeds", f"must be ≥ 0, got {options.null_seeds}")
     if not 1 <= options.limit <= 200:
@@ -514,6 +552,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
             "null_seeds": options.null_seeds,
             "holdout_k": HOLDOUT_K,
             "conversations": wanted,
+            "tenant": bool(getattr(options, "tenant", False)),
         },
         policy=learning_policy().model_dump(),
         owners=tuple(rows),
@@ -541,6 +580,18 @@ def _total(rows: list[Any], groups: list[dict[str, dict[str, float]]], seeds: in
         }
     runs = seeds * len(rows)
     offline_null = sum(r.null_control.offline_accepts for r in rows)
+    pooled: dict[str, dict[str, Any]] = {}
+    every = [values for owner_groups in groups for _, values in sorted(owner_groups.items())]
+    for name in names:
+        diffs = np.array([v[name] - v["baseline"] for v in every if name in v and "baseline" in v])
+        if name != "baseline" and diffs.size >= 2:
+            pooled[name] = {
+                "groups": int(diffs.size),
+                "gain": float(diffs.mean()),
+                "interval": list(bootstrap_interval(diffs, samples=2000, seed=42)),
+                "improved": int(np.count_nonzero(diffs > 1e-12)),
+                "regressed": int(np.count_nonzero(diffs < -1e-12)),
+            }
     return {
         "owners": len(rows),
         "activated": sum(r.activation.activated for r in rows),
@@ -551,6 +602,7 @@ def _total(rows: list[Any], groups: list[dict[str, dict[str, float]]], seeds: in
         "validation_groups": sum(r.coverage.validation_groups for r in rows),
         "explicit_pairs": sum(r.coverage.explicit_pairs for r in rows),
         "rankings": rankings,
+        "pooled": pooled,
         "holdout_per_group_ndcg": {r.owner: g for r, g in zip(rows, groups)},
         "null_seeds": seeds,
         "null_runs": runs,

@@ -10,9 +10,14 @@ over groups (``full_retrieval``'s macro average). The rankings:
   of the owner (no candidate pool, weights, session/episode expansion or limit other than k);
 * recorded-feature reranks of the baseline arm's returned candidates (lexical or semantic trace
   feature alone), which show what the candidate list itself allows;
-* a LightGBM LambdaRank challenger trained on the feedback receipts' recorded candidate features
-  and labels (the learner's own judged candidates, training groups only) and applied to the
-  baseline arm's candidates.
+* rankings that re-rank the baseline arm's recorded pool (pool replay: exactly what a fresh
+  retrieval over the same memory would return): the family-1 proposal of the judged-candidate
+  fit ("learned v1"), and the family-2 holdout oracle — the family-2 adjustment that scores best
+  on these holdout questions themselves, found by the pool fit's own search (reporting only: it
+  shows what the family could reach, and chooses nothing);
+* a LightGBM LambdaRank challenger trained on the feedback requests' recorded pools (the judged
+  members' trace features and labels, training groups only) and applied to every member of the
+  baseline arm's pool ("on the same pools").
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ from uuid import UUID
 
 import numpy as np
 
-from prme_core.features import FEATURE_COLUMNS
+from prme_core.features import FEATURE_COLUMNS, TRACE_FEATURES
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from prme_core.learning.observations import Prepared
+from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, PoolObjective, search
+from prme_core.learning.pool_ranking import PoolRequest, PoolSet
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import FLOAT_COLUMNS, INT_COLUMNS, PackedProjection, packed_projection
+from prme_core.retrieval.multipliers import FAMILY_V2, RankingMultipliers
+from prme_core.retrieval.pool_replay import replay_pool
 from prme_core.retrieval.text import lexical_tokens
 
 METRICS = ("recall", "ndcg", "mrr")
@@ -218,6 +227,106 @@ def lambdarank_challenger(data: JudgedRequests, trials: Sequence[Trial], *, k: i
         "validation_groups": len(diffs),
         "validation_ndcg_gain": float(np.mean(diffs)) if diffs else None,
         "feature_gain": importance,
+        "params": {**params, "rounds": LAMBDARANK_ROUNDS},
+        "rankings": rankings,
+    }
+
+
+def pool_rerank(trials: Sequence[Trial], multipliers: RankingMultipliers) -> list[list[UUID]]:
+    """Each baseline pool re-ranked under ``multipliers`` (over the configured scoring): what a
+    fresh retrieval with them returns (the baseline receipts must be read with their pools)."""
+    return [list(replay_pool(t.baseline, multipliers=multipliers).node_ids) for t in trials]
+
+
+ORACLE_STARTS = 64
+
+
+def family_oracle(trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:
+    """The family-2 adjustment that maximizes group-mean NDCG@k on these holdout trials against
+    their complete relevant sets (pool replay of the baseline arm, the fit's own search with
+    more starts and no regularization): the most any profile of the family could gain here."""
+    requests, groups = [], {}
+    for t in trials:
+        columns = t.baseline.pool_columns()
+        items = {u.bytes for u in (*columns.node_ids, *columns.outside_ids)}
+        positives = tuple(n.bytes for n in sorted(t.relevant) if n.bytes in items)
+        requests.append(PoolRequest(columns, positives, (), relevant_total=len(t.relevant)))
+        groups.setdefault(t.group_id, len(groups))
+    pools = PoolSet(requests)
+    objective = PoolObjective(
+        pools,
+        np.array([groups[t.group_id] for t in trials], dtype=np.int64),
+        algorithm=POOL_NDCG_ALGORITHM,
+        k=k,
+        regularization=0.0,
+        margin_scale=1.0,
+        base_interactions=trials[0].baseline.scoring.interaction_vector(),
+    )
+    found = search(objective, family=FAMILY_V2, seed=seed, starts=ORACLE_STARTS, passes_per_step=4)
+    multipliers = found.parameters.adjustment()
+    return {
+        "multipliers": multipliers.model_dump(),
+        "holdout_ndcg_at_identity": found.value_at_identity,
+        "holdout_ndcg": found.value,
+        "search_evaluations": found.evaluations,
+        "rankings": pool_rerank(trials, multipliers),
+    }
+
+
+POOL_FEATURES = (*TRACE_FEATURES, "path_score")
+"""What the pool LambdaRank sees per pool member: its trace features and its path score."""
+
+
+def _pool_features(columns: Any) -> np.ndarray:
+    masks = columns.paths.astype(np.int64)
+    path = np.minimum(((masks & 1) + ((masks >> 1) & 1) + ((masks >> 2) & 1)) / 3.0, 1.0)
+    return np.column_stack([columns.features, path]) if columns.members else np.zeros((0, len(POOL_FEATURES)))
+
+
+def pool_lambdarank(prepared: Prepared, trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:
+    """LambdaRank trained on the training requests' pools (judged members only; a judged
+    candidate outside its pool — an inherited neighbour — has no features there and is left
+    out) and applied to every member of each baseline pool (ties keep the base order)."""
+    try:
+        import lightgbm
+    except ImportError:
+        return {"status": "lightgbm is not installed (pip install -e '.[bench]')", "rankings": None}
+    rows, labels, sizes, keys = [], [], [], []
+    for i in prepared.fit_requests:
+        request = prepared.pools[i]
+        columns = request.columns
+        at = {columns.node_bytes[16 * j : 16 * j + 16]: j for j in range(columns.members)}
+        judged = [(at[n], 1) for n in request.positives if n in at] + [(at[n], 0) for n in request.negatives if n in at]
+        if not judged or not any(y for _, y in judged):
+            continue
+        features = _pool_features(columns)
+        rows.append(features[[j for j, _ in judged]])
+        labels.append(np.array([y for _, y in judged], dtype=np.float64))
+        sizes.append(len(judged))
+        keys.append((prepared.requests[i].group, rows[-1].tobytes(), labels[-1].tobytes()))
+    if not rows:
+        return {"status": "no training requests with judged pool members", "rankings": None}
+    order = sorted(range(len(rows)), key=keys.__getitem__)  # a content-fixed order (see lambdarank_challenger)
+    params = {**LAMBDARANK_PARAMS, "seed": seed}
+    dataset = lightgbm.Dataset(
+        np.vstack([rows[i] for i in order]),
+        label=np.concatenate([labels[i] for i in order]),
+        group=[sizes[i] for i in order],
+        params={"verbose": -1},
+    )
+    model = lightgbm.train(params, dataset, num_boost_round=LAMBDARANK_ROUNDS)
+    rankings = []
+    for trial in trials:
+        columns = trial.baseline.pool_columns()
+        scores = model.predict(_pool_features(columns)) if columns.members else np.zeros(0)
+        ranked = np.lexsort((np.arange(scores.size), -scores))[:k]  # pool members are in base order
+        ids = columns.node_ids
+        rankings.append([ids[j] for j in ranked])
+    return {
+        "status": "trained",
+        "training_requests": len(rows),
+        "training_rows": int(sum(sizes)),
+        "feature_gain": dict(zip(POOL_FEATURES, (int(v) for v in model.feature_importance("gain")))),
         "params": {**params, "rounds": LAMBDARANK_ROUNDS},
         "rankings": rankings,
     }

@@ -19,17 +19,31 @@ from prme_core.features import WEIGHT_NAMES
 from prme_core.types import FrozenModel
 
 CheckMark = Literal["pass", "fail", "not reached"]
-RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lexical_rerank", "semantic_rerank", "lambdarank")
+RANKINGS = (
+    "baseline",
+    "learned_v1",
+    "learned_v2",
+    "lambdarank",
+    "bm25_only",
+    "semantic_only",
+    "lexical_rerank",
+    "semantic_rerank",
+    "oracle_v2",
+)
 RANKING_LABELS = {
     "baseline": "baseline (base scoring)",
-    "learned": "learned multipliers",
+    "learned_v1": "learned v1 (six multipliers, judged candidates)",
+    "learned_v2": "learned v2 (family 2, pool replay; the gated proposal)",
     "bm25_only": "BM25 only (all turns)",
     "semantic_only": "embedding only (all turns)",
     "lexical_rerank": "baseline candidates by lexical feature",
     "semantic_rerank": "baseline candidates by semantic feature",
-    "lambdarank": "LambdaRank on baseline candidates",
+    "lambdarank": "LambdaRank on the baseline pools",
+    "oracle_v2": "family-2 holdout oracle (chosen on the holdout: reporting only)",
 }
-CHART_RANKINGS = ("baseline", "learned", "bm25_only", "semantic_only", "lambdarank")
+CHART_RANKINGS = ("baseline", "learned_v1", "learned_v2", "lambdarank", "bm25_only", "oracle_v2")
+POWER_GAIN = 0.03
+"""The gain the power table sizes the gates for (issue 16)."""
 PASSED_OFFLINE = "improved_on_observed_candidates"
 PASSED_HOLDOUT = "improved_full_retrieval"
 GATE_NAMES = (
@@ -53,8 +67,10 @@ LIMITATIONS = (
     "'Not gated' holdout figures were computed for reporting only, after the offline gate had stopped the "
     "run; they authorize nothing and spend those holdout questions for any future tuning.",
     "BM25-only and embedding-only rank every turn with the engine's own indexes; the recorded-feature reranks "
-    "and LambdaRank can only reorder the baseline arm's returned candidates (limit 20), so their recall@10 is "
-    "bounded by that list. Session-inherited candidates carry their trigger's recorded features.",
+    "can only reorder the baseline arm's returned candidates (limit 20); learned v1, LambdaRank and the oracle "
+    "re-rank the baseline arm's recorded pool (pool replay equals a fresh retrieval over the same memory).",
+    "The family-2 holdout oracle is chosen on the holdout questions themselves: it bounds what any profile of "
+    "the family could gain here, and is evidence of nothing else.",
     "The exploratory refits in the diagnosis look at validation labels: they explain, they do not qualify "
     "as evidence; a change they suggest needs fresh feedback and a fresh holdout.",
     "The null control shuffles labels within each request (keeping each request's counts) for the offline "
@@ -82,12 +98,18 @@ class Coverage(FrozenModel):
 
 class Offline(FrozenModel):
     decision: str
+    family: str
+    algorithm: str
+    fit_path: str
     validation_ndcg_gain: float | None
     validation_gain_interval: tuple[float, float] | None
     validation_pairwise_gain: float | None
     multipliers: dict[str, float]
     training_loss_before: float | None
     training_loss_after: float | None
+    observed_sd: float | None = None
+    groups_for_power: int | None = None
+    alternative: dict[str, Any] | None = None
 
 
 class Holdout(FrozenModel):
@@ -103,6 +125,10 @@ class Holdout(FrozenModel):
     recall_gain: float | None
     mrr_gain: float | None
     regression_fraction: float | None
+    harm: float | None = None
+    severe_share: float | None = None
+    observed_sd: float | None = None
+    groups_for_power: int | None = None
     trials: int = Field(ge=0)
     message: str = ""
 
@@ -158,12 +184,14 @@ class OwnerResult(FrozenModel):
     coverage: Coverage
     exclusions: dict[str, int]
     offline: Offline
+    offline_v1: Offline
     checks: dict[str, CheckMark]
     dagster_run_success: bool
     holdout: Holdout
     activation: Activation
     rankings: dict[str, Metrics]
     lambdarank: dict[str, Any]
+    oracle: dict[str, Any]
     null_control: NullControl
     diagnosis: dict[str, Any]
     seconds: float = Field(ge=0.0)
@@ -182,7 +210,7 @@ class OwnerResult(FrozenModel):
                 raise ValueError(f"{self.owner}: activated without a gated, improved holdout")
         if self.holdout.gated != (self.checks.get("holdout_gate_passed", "not reached") != "not reached"):
             raise ValueError(f"{self.owner}: a gated holdout is one the holdout gate evaluated")
-        missing = [r for r in ("baseline", "learned") if r not in self.rankings]
+        missing = [r for r in ("baseline", "learned_v2") if r not in self.rankings]
         if self.holdout.baseline is not None and missing:
             raise ValueError(f"{self.owner}: rankings lack {missing}")
         return self
@@ -196,7 +224,7 @@ class Embedding(FrozenModel):
 
 
 class BenchmarkReport(FrozenModel):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     benchmark: Literal["locomo_learning"] = "locomo_learning"
     created_at: str
     data: dict[str, Any]
@@ -318,48 +346,71 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
         "",
         "## Headline",
         "",
-        f"- Profiles activated: **{t['activated']} of {t['owners']}** owners. Offline gate passed for "
-        f"{t['offline_passed']}, holdout gate passed for {t['holdout_passed']} (gated holdouts: {t['holdout_gated']}).",
-        f"- Holdout NDCG@10 over all {t['rankings']['baseline']['query_groups'] if 'baseline' in t['rankings'] else 0} "
-        f"holdout query groups: baseline {_f(t['rankings'].get('baseline', {}).get('ndcg'))}, learned multipliers "
-        f"{_f(t['rankings'].get('learned', {}).get('ndcg'))}, BM25 only {_f(t['rankings'].get('bm25_only', {}).get('ndcg'))}, "
-        f"embedding only {_f(t['rankings'].get('semantic_only', {}).get('ndcg'))}, LambdaRank "
-        f"{_f(t['rankings'].get('lambdarank', {}).get('ndcg'))}.",
-        f"- Null control (labels shuffled within each request, {t['null_seeds']} seeds per owner): offline gate "
-        f"accepted {t['null_offline_accepts']} of {t['null_runs']} runs ({t['null_offline_rate']:.1%}), holdout "
-        f"accepted {t['null_holdout_accepts']}, would have activated {t['null_would_activate']}.",
+        *headline(report),
         "",
-        "### Learning loop per owner (through the Dagster assets and gates)",
+        "### Learning loop per owner (family 2 by pool replay, through the Dagster assets and gates)",
         "",
-        "| owner | train / val groups | pairs | offline decision | validation NDCG gain [95% CI] | holdout | "
-        "holdout decision | NDCG@10 base → learned | recall@10 base → learned | MRR base → learned | activated |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| owner | train / val groups | pairs | offline decision | validation NDCG gain [95% CI] | "
+        "pairwise alternative [95% CI] | holdout | holdout decision | NDCG@10 base → learned | "
+        "harm / severe share | recall@10 base → learned | activated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in report.owners:
         h = o.holdout
         b, c = h.baseline, h.candidate
+        alt = o.offline.alternative or {}
         lines.append(
             f"| {o.owner} | {o.coverage.training_groups} / {o.coverage.validation_groups} | {o.coverage.explicit_pairs} | "
             f"{o.offline.decision} | {_gain_with_interval(o.offline.validation_ndcg_gain, o.offline.validation_gain_interval)} | "
+            f"{_gain_with_interval(alt.get('validation_ndcg_gain'), _pair(alt.get('validation_gain_interval')))} | "
             f"{h.label} | {h.decision or h.status} | "
-            f"{_f(b.ndcg if b else None)} → {_f(c.ndcg if c else None)} | {_f(b.recall if b else None)} → "
-            f"{_f(c.recall if c else None)} | {_f(b.mrr if b else None)} → {_f(c.mrr if c else None)} | "
-            f"{'yes' if o.activation.activated else 'no'} |"
+            f"{_f(b.ndcg if b else None)} → {_f(c.ndcg if c else None)} | "
+            f"{_f(h.harm)} / {_f(h.severe_share, 2)} | {_f(b.recall if b else None)} → "
+            f"{_f(c.recall if c else None)} | {'yes' if o.activation.activated else 'no'} |"
         )
-    tb, tl = t["rankings"].get("baseline"), t["rankings"].get("learned")
+    tb, tl = t["rankings"].get("baseline"), t["rankings"].get("learned_v2")
     if tb and tl:
         lines.append(
             f"| **all** | {t['training_groups']} / {t['validation_groups']} | {t['explicit_pairs']} | "
-            f"{t['offline_passed']} passed | — | — | {t['holdout_passed']} passed | "
-            f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | {_f(tb['recall'])} → {_f(tl['recall'])} | "
-            f"{_f(tb['mrr'])} → {_f(tl['mrr'])} | {t['activated']} |"
+            f"{t['offline_passed']} passed | — | — | — | {t['holdout_passed']} passed | "
+            f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | — | {_f(tb['recall'])} → {_f(tl['recall'])} | {t['activated']} |"
         )
     lines += [
         "",
-        "'learned' is the candidate multipliers of the owner's own proposal. Where the offline gate stopped "
-        "the run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only "
-        "(**not gated**); an insufficient-coverage proposal keeps unity multipliers, so its learned arm equals "
-        "the baseline.",
+        "'learned' is the owner's own family-2 proposal (six multipliers and three interaction weights, fitted by "
+        "re-ranking each training request's recorded pool for judged NDCG@10). Where the offline gate stopped the "
+        "run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only (**not "
+        "gated**); an insufficient-coverage proposal keeps unity, so its learned arm equals the baseline. 'Pairwise "
+        "alternative' is the same pools and parameters fitted by pairwise logistic loss, reported beside it; it "
+        "decides nothing. Harm is the mean NDCG@10 lost over all holdout groups by the regressed ones (gate: ≤ "
+        f"{_policy(report, 'holdout_max_mean_harm')}); severe share the share of groups losing ≥ "
+        f"{_policy(report, 'holdout_severe_loss')} (gate: ≤ {_policy(report, 'holdout_max_severe_share')}).",
+        "",
+        "### Version 1 beside version 2 (offline, on the same validation groups)",
+        "",
+        "| owner | v1: six multipliers on judged candidates — decision, gain [95% CI] | "
+        "v2: family 2 on pools — decision, gain [95% CI] | v2 interaction weights (coverage, bigrams, names) |",
+        "|---|---|---|---|",
+    ]
+    for o in report.owners:
+        v1, v2 = o.offline_v1, o.offline
+        m = v2.multipliers
+        weights = (
+            ", ".join(f"{m[k]:.2f}" for k in ("term_coverage", "bigram_overlap", "entity_match"))
+            if "term_coverage" in m
+            else "—"
+        )
+        lines.append(
+            f"| {o.owner} | {v1.decision}, {_gain_with_interval(v1.validation_ndcg_gain, v1.validation_gain_interval)} | "
+            f"{v2.decision}, {_gain_with_interval(v2.validation_ndcg_gain, v2.validation_gain_interval)} | {weights} |"
+        )
+    lines += [
+        "",
+        "The two metrics differ: v1 ranks only the judged candidates (judged NDCG), v2 re-ranks the whole pool and "
+        "scores the returned list (judged positives gain, everything else does not), so their gains are not on "
+        "one scale.",
+        "",
+        *power_section(report),
         "",
     ]
     lines += [
@@ -385,12 +436,13 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
     lines.append("| **all** | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "LambdaRank offline check on the learner's own validation groups (judged candidates, the offline "
-        "gate's measure): "
-        + ", ".join(f"{o.owner} {_gain(o.lambdarank.get('validation_ndcg_gain'))}" for o in report.owners)
-        + " (linear learner: "
-        + ", ".join(f"{o.owner} {_gain(o.offline.validation_ndcg_gain)}" for o in report.owners)
-        + ").",
+        "Family-2 holdout oracle per owner (the adjustment chosen on the holdout questions themselves; reporting "
+        "only): "
+        + ", ".join(
+            f"{o.owner} {_f(o.oracle.get('holdout_ndcg_at_identity'))} → {_f(o.oracle.get('holdout_ndcg'))}"
+            for o in report.owners
+        )
+        + ".",
         "",
     ]
     if chart_name:
@@ -432,9 +484,99 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pair(value: Any) -> tuple[float, float] | None:
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+def _policy(report: BenchmarkReport, name: str) -> str:
+    value = report.policy.get(name)
+    return "—" if value is None else f"{value:g}"
+
+
+def groups_for(sd: float | None, gain: float = POWER_GAIN) -> int | None:
+    """Groups one gate needs to pass a true ``gain`` with 80% power at spread ``sd``."""
+    if sd is None:
+        return None
+    return max(2, math.ceil((1.96 + 0.84) ** 2 * sd * sd / (gain * gain)))
+
+
+def headline(report: BenchmarkReport) -> list[str]:
+    t = report.total
+    r, pooled = t["rankings"], t.get("pooled", {})
+
+    def arm(name: str, label: str) -> str:
+        if name not in r:
+            return f"{label} —"
+        p = pooled.get(name)
+        extra = f" ({_gain(p['gain'])} {_interval(_pair(p['interval']))})" if p else ""
+        return f"{label} {_f(r[name]['ndcg'])}{extra}"
+
+    groups = r.get("baseline", {}).get("query_groups", 0)
+    activated = [o for o in report.owners if o.activation.activated]
+    at_or_above = [
+        o.owner
+        for o in activated
+        if o.holdout.baseline and o.holdout.candidate and o.holdout.candidate.ndcg >= o.holdout.baseline.ndcg
+    ]
+    return [
+        f"- Profiles activated: **{t['activated']} of {t['owners']}** owners. Offline gate passed for "
+        f"{t['offline_passed']}, holdout gate passed for {t['holdout_passed']} (gated holdouts: {t['holdout_gated']})."
+        + (
+            f" Every activated owner is at or above its baseline on the holdout: "
+            f"{'yes' if len(at_or_above) == len(activated) else 'NO'} ({', '.join(o.owner for o in activated)})."
+            if activated
+            else ""
+        ),
+        f"- Holdout NDCG@10 pooled over all {groups} holdout query groups (gain over the baseline [paired bootstrap "
+        "95% CI]): "
+        + "; ".join(
+            [
+                arm("baseline", "baseline"),
+                arm("learned_v1", "learned v1"),
+                arm("learned_v2", "**learned v2**"),
+                arm("lambdarank", "LambdaRank on the same pools"),
+                arm("bm25_only", "BM25 only"),
+                arm("semantic_only", "embedding only"),
+                arm("oracle_v2", "family-2 holdout oracle (reporting only)"),
+            ]
+        )
+        + ".",
+        f"- Null control (labels shuffled within each request, {t['null_seeds']} seeds per owner): offline gate "
+        f"accepted {t['null_offline_accepts']} of {t['null_runs']} runs ({t['null_offline_rate']:.1%}), holdout "
+        f"accepted {t['null_holdout_accepts']}, would have activated {t['null_would_activate']}.",
+    ]
+
+
+def power_section(report: BenchmarkReport) -> list[str]:
+    lines = [
+        f"### Power: the groups a gate needs for a true +{POWER_GAIN:.2f} (80%, two-sided 95%)",
+        "",
+        "| owner | validation groups | validation SD (v2) | groups for +0.03 (validation) | judged queries to "
+        "collect for it | holdout groups | holdout SD (v2) | groups for +0.03 (holdout) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    fraction = float(report.policy.get("validation_fraction", 0.3))
+    for o in report.owners:
+        v_sd, h_sd = o.offline.observed_sd, o.holdout.observed_sd
+        v_need, h_need = groups_for(v_sd), groups_for(h_sd)
+        collect = None if v_need is None else math.ceil(v_need / fraction)
+        groups = o.holdout.baseline.query_groups if o.holdout.baseline else None
+        lines.append(
+            f"| {o.owner} | {o.coverage.validation_groups} | {_f(v_sd)} | {_f(v_need)} | {_f(collect)} | "
+            f"{_f(groups)} | {_f(h_sd)} | {_f(h_need)} |"
+        )
+    lines += [
+        "",
+        "n = ⌈(1.96 + 0.84)² · SD² / 0.03²⌉ with the observed per-group SD of the family-2 proposal's "
+        "differences; judged queries to collect = validation groups needed / the validation share "
+        f"({fraction:g}).",
+    ]
+    return lines
+
+
 def diagnosis_section(report: BenchmarkReport) -> list[str]:
     lines = [
-        "## Diagnosis: what the offline gate sees",
+        "## Diagnosis: what the version-1 (judged-candidate) offline gate sees",
         "",
         "| owner | positives / judged per request | inherited share of judged (positives, negatives) | "
         "pairs with identical features (positive behind) | constant weight features | train NDCG gain | "
@@ -523,9 +665,12 @@ def method_section(report: BenchmarkReport) -> list[str]:
         "5. Holdout metrics come from the holdout report (k = 10). BM25-only and embedding-only rank every turn "
         "of the owner by the engine's own BM25 and embedding indexes (no pool, weights or expansion). "
         "The recorded-feature reranks order the baseline arm's returned candidates by one trace feature. "
-        "LambdaRank (LightGBM, `lambdarank` objective, 200 rounds of 7-leaf trees, no tuning or early stopping) is trained on "
-        "the feedback receipts' recorded candidate features and labels of the learner's training groups "
-        "(the same judged candidates the learner fitted on) and reorders the baseline arm's candidates.",
+        "Learned v1 is the judged-candidate fit of six multipliers (`fit=judged_pairwise`) applied by pool replay "
+        "of the baseline arm. LambdaRank (LightGBM, `lambdarank` objective, 200 rounds of 7-leaf trees, no tuning or "
+        "early stopping) is trained on the training requests' recorded pools (the judged members' trace features "
+        "and path score) and ranks every member of the baseline arm's pool. The family-2 holdout oracle searches "
+        "the family (the pool fit's search, 64 starts, no regularization) for the best group-mean NDCG@10 on the "
+        "holdout questions against their complete evidence sets.",
         f"6. Null control: {o['null_seeds']} seeds per owner; each permutes the label values within every request "
         "and reruns the pure offline evaluation on the same snapshot; seeds that pass offline get a real paired "
         "holdout against base scoring.",

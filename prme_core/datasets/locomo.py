@@ -118,6 +118,40 @@ class Conversation:
         return tuple(found), tuple(missing)
 
 
+TENANT_ID = "locomo-tenant"
+
+
+def tenant_conversation(conversations: Iterable[Conversation], sample_id: str = TENANT_ID) -> Conversation:
+    """Every conversation as one owner's memory (one application's shared memory): turns and
+    evidence ids are prefixed with their conversation's id (``conv-26:D1:3``) and sessions
+    renumbered apart, so every turn is a candidate for every question and each question keeps
+    exactly its own evidence. Questions keep their text, so the hash split puts each one on the
+    same side as in the per-conversation runs."""
+    turns: list[Turn] = []
+    questions: list[Question] = []
+    speakers: tuple[str, str] | None = None
+    for c_index, conv in enumerate(conversations):
+        speakers = speakers or conv.speakers
+        base = (c_index + 1) * 1000
+        for t in conv.turns:
+            turns.append(
+                Turn(f"{conv.sample_id}:{t.dia_id}", t.speaker, t.text, t.caption, base + t.session, t.position, t.time)
+            )
+        for q in conv.questions:
+            questions.append(
+                Question(
+                    len(questions),
+                    q.question,
+                    q.answer,
+                    tuple(f"{conv.sample_id}:{e}" for e in q.evidence),
+                    q.category,
+                )
+            )
+    if speakers is None:
+        raise InvalidInput("conversations", "a tenant needs at least one conversation")
+    return Conversation(sample_id, speakers, tuple(turns), tuple(questions), {t.dia_id: t for t in turns})
+
+
 def locomo_path(path: str | Path | None = None) -> Path:
     """The LoCoMo file to read: ``path`` when given, else ``PRME_LOCOMO_PATH``.
 

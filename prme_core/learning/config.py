@@ -24,8 +24,8 @@ FitMethod = Literal["auto", "pool_ndcg", "pool_pairwise", "judged_pairwise"]
   explicit pairs instead (the named alternative);
 * ``judged_pairwise`` — the version-1 method: pairwise logistic over the judged candidates'
   recorded features, six multipliers (receipts without a replayable pool);
-* ``auto`` — ``pool_ndcg`` when the requests with complete, replayable pools alone meet the
-  coverage minimums, else ``judged_pairwise``.
+* ``auto`` — ``pool_ndcg``, unless the requests with complete, replayable pools fall short of
+  the coverage minimums that all requests together meet: then ``judged_pairwise``.
 """
 
 POOL_DEFAULTS = {

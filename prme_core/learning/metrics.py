@@ -52,16 +52,26 @@ def mrr_at_k(relevant_flags: Sequence[bool] | np.ndarray, k: int) -> float:
 
 
 def ndcg_at_k_batch(
-    positions: np.ndarray, relevant: np.ndarray, ranking: np.ndarray, rankings: int, k: int
+    positions: np.ndarray,
+    relevant: np.ndarray,
+    ranking: np.ndarray,
+    rankings: int,
+    k: int,
+    totals: np.ndarray | None = None,
 ) -> np.ndarray:
     """NDCG@k of ``rankings`` rankings at once, one value per ranking (0 where none is relevant).
 
     Item i sits at 0-based ``positions[i]`` of ranking ``ranking[i]`` and is relevant when
-    ``relevant[i]``; the ideal ranking counts every relevant item listed for that ranking."""
+    ``relevant[i]``; the ideal ranking counts every relevant item listed for that ranking, or
+    ``totals[r]`` relevant items when given (relevant items no ranking could hold)."""
     table = discounts(max(k, 1))
     gains = np.where(relevant & (positions < k), table[np.minimum(positions, k - 1)], 0.0)
     dcg = np.bincount(ranking, gains, minlength=rankings)
-    n_relevant = np.bincount(ranking, relevant.astype(np.float64), minlength=rankings).astype(np.int64)
+    n_relevant = (
+        np.bincount(ranking, relevant.astype(np.float64), minlength=rankings).astype(np.int64)
+        if totals is None
+        else np.asarray(totals, dtype=np.int64)
+    )
     ideal = np.concatenate([[0.0], np.cumsum(table)])[np.minimum(n_relevant, k)]
     return np.divide(dcg, ideal, out=np.zeros(rankings), where=ideal > 0)
 

@@ -315,19 +315,18 @@ def _fit_path(
     inline = {k: c for k, c in (snapshot.pools(inline_ids) if inline_ids else {}).items() if _replayable(c)}
     eligible = {k for k in possible if k not in inline_ids} | set(inline)
     skipped = len(requests) - len(eligible)
-    if fit == "auto":
+    if fit == "auto" and not _covers(requests, eligible, config) and _covers(requests, None, config):
         train = {r.group for r in requests if r.request_id in eligible and not r.validation}
         validation = {r.group for r in requests if r.request_id in eligible and r.validation}
-        if len(train) < config.min_training_queries or len(validation) < config.min_validation_queries:
-            return (
-                "judged",
-                f"{len(eligible)} of {len(requests)} usable requests have a complete, replayable pool "
-                f"({len(train)} training and {len(validation)} validation groups, fewer than the "
-                f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs): "
-                "fitted on the judged candidates' recorded features instead",
-                set(),
-                {},
-            )
+        return (
+            "judged",
+            f"{len(eligible)} of {len(requests)} usable requests have a complete, replayable pool "
+            f"({len(train)} training and {len(validation)} validation groups, fewer than the "
+            f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs, which all "
+            "requests together meet): fitted on the judged candidates' recorded features instead",
+            set(),
+            {},
+        )
     exclusions["requests_without_replayable_pool"] += skipped
     return (
         "pool",
@@ -336,6 +335,14 @@ def _fit_path(
         eligible,
         inline,
     )
+
+
+def _covers(requests: list[Request], only: set[str] | None, config: LearningConfig) -> bool:
+    """Whether the requests (those in ``only``, when given) meet both coverage minimums."""
+    kept = [r for r in requests if only is None or r.request_id in only]
+    train = {r.group for r in kept if not r.validation}
+    validation = {r.group for r in kept if r.validation}
+    return len(train) >= config.min_training_queries and len(validation) >= config.min_validation_queries
 
 
 def _replayable(columns: Any) -> bool:

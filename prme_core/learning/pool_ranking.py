@@ -40,11 +40,14 @@ ABSENT = np.int64(1 << 40)
 
 @dataclass(frozen=True)
 class PoolRequest:
-    """One judged request's pool and labels (node ids as 16-byte UUIDs)."""
+    """One judged request's pool and labels (node ids as 16-byte UUIDs). ``relevant_total``,
+    when given, is how many relevant nodes the request has in all (a complete relevant set,
+    some of them perhaps outside the pool): NDCG's ideal then counts them all."""
 
     columns: PoolColumns
     positives: tuple[bytes, ...]
     negatives: tuple[bytes, ...]
+    relevant_total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,12 @@ class PoolSet:
         self.pair_negative = np.concatenate(pairs_n).astype(np.int64) if pairs_n else np.zeros(0, np.int64)
         self.pair_request = np.concatenate(pairs_r).astype(np.int64) if pairs_r else np.zeros(0, np.int64)
         self.item_ids = raw
+        totals = [r.relevant_total for r in requests]
+        self.relevant_totals = (
+            None
+            if all(t is None for t in totals)
+            else np.array([len(r.positives) if t is None else t for r, t in zip(requests, totals)], dtype=np.int64)
+        )
 
     def node_id(self, item: int) -> bytes:
         return self.item_ids[16 * item : 16 * item + 16]
@@ -287,7 +296,9 @@ class PoolSet:
     def judged_metrics(self, ranking: PoolRanking, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(judged-positive NDCG@k, pairwise accuracy over explicit pairs) per request."""
         positions = ranking.position[self.label_item]
-        ndcg = ndcg_at_k_batch(positions, self.label_positive, self.label_request, self.requests, k)
+        ndcg = ndcg_at_k_batch(
+            positions, self.label_positive, self.label_request, self.requests, k, self.relevant_totals
+        )
         accuracy = pairwise_accuracy_batch(
             positions, self.pair_positive, self.pair_negative, self.pair_request, self.requests
         )

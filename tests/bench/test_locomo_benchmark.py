@@ -121,7 +121,7 @@ def test_challenger_rankings_are_judged_on_the_same_holdout_groups(benchmark_run
         assert set(o.rankings) == expected
         assert {m.query_groups for m in o.rankings.values()} == {o.holdout.baseline.query_groups}
         assert o.rankings["baseline"].ndcg == pytest.approx(o.holdout.baseline.ndcg, abs=1e-9)
-        assert o.rankings["learned"].ndcg == pytest.approx(o.holdout.candidate.ndcg, abs=1e-9)
+        assert o.rankings["learned_v2"].ndcg == pytest.approx(o.holdout.candidate.ndcg, abs=1e-9)
         if HAS_LIGHTGBM:
             assert o.lambdarank["status"] == "trained" and o.lambdarank["training_requests"] > 0
         assert "label_density" in o.diagnosis and o.diagnosis["exploratory_refits"]
@@ -204,3 +204,19 @@ def test_the_lambdarank_challenger_does_not_depend_on_the_order_of_requests():
         shuffled = run(np.random.default_rng(seed).permutation(200).tolist())
         assert shuffled["validation_ndcg_gain"] == first["validation_ndcg_gain"]  # bit for bit
         assert shuffled["feature_gain"] == first["feature_gain"]
+
+
+@needs_data
+def test_tenant_mode_stores_every_conversation_under_one_owner_and_runs_the_same_loop(tmp_path):
+    code = locomo_learning.main(
+        ["--data", str(DATA), "--conversations", "conv-30,conv-26", "--tenant", "--null-seeds", "1"]
+        + ["--limit", "20", "--out", str(tmp_path), "--no-chart"]
+    )
+    report = load_report(tmp_path / "results.json")
+    conversations = {c.sample_id: c for c in read_locomo(DATA)}
+    (tenant,) = report.owners
+    assert code == 0 and tenant.owner == "locomo-tenant" and report.options["tenant"] is True
+    assert tenant.turns == len(conversations["conv-30"].turns) + len(conversations["conv-26"].turns)
+    per_owner = {c: split_questions(conversations[c]) for c in ("conv-30", "conv-26")}
+    assert tenant.feedback_questions == sum(len(s.feedback) for s in per_owner.values())  # the same hash split
+    assert tenant.offline.fit_path == "pool" and "learned_v2" in tenant.rankings
