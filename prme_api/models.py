@@ -96,6 +96,9 @@ class RetrieveRequest(Body):
     ranking_multipliers: RankingMultipliers | None = None
     include_cross_scope: StrictBool = False
     retrieval_mode: Literal["hybrid", "lexical", "semantic"] = "hybrid"
+    epistemic_mode: Literal["all", "reliable", "observed"] = "all"
+    """Which memories may be returned by epistemic type: all; reliable (no hypothetical,
+    conditional, deprecated or unverified ones); observed only."""
     include_context: StrictBool = True
     """Return the exact rendered context (the text whose SHA-256 is ``metadata.context_sha256``)."""
     include_bundle: StrictBool = False

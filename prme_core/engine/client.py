@@ -169,12 +169,14 @@ class MemoryClient:
         ranking_multipliers: Mapping[str, float] | Any = None,
         include_cross_scope: bool = False,
         retrieval_mode: str = "hybrid",
+        epistemic_mode: str = "all",
     ) -> RetrievalResponse:
-        """Hybrid retrieval with a persisted, replayable version-9 receipt.
+        """Hybrid retrieval with a persisted, replayable receipt of the current schema version.
 
-        ``scopes`` defaults to every configured scope; ``reference_time`` to now. Every argument
-        is validated before any work; ``metadata.receipt_persisted`` says whether the receipt
-        was stored.
+        ``scopes`` defaults to every configured scope; ``reference_time`` to now;
+        ``epistemic_mode`` (``all``, ``reliable``, ``observed``) limits which memories may be
+        returned by their epistemic type. Every argument is validated before any work;
+        ``metadata.receipt_persisted`` says whether the receipt was stored.
         """
         request = self._retrieval_request(
             query,
@@ -194,6 +196,7 @@ class MemoryClient:
             ranking_multipliers=ranking_multipliers,
             include_cross_scope=include_cross_scope,
             retrieval_mode=retrieval_mode,
+            epistemic_mode=epistemic_mode,
         )
         return self.pipeline.retrieve(request)
 

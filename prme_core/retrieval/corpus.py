@@ -143,6 +143,18 @@ class Corpus:
             mask = self.extras[key] = np.isin(self.scope, list(scopes)) if self.size else np.zeros(0, dtype=bool)
         return mask
 
+    def epistemic_mask(self, types: frozenset[str]) -> np.ndarray:
+        """Rows whose epistemic type is one of ``types`` (cached per set; treat as read-only)."""
+        key = ("epistemic_mask", types)
+        mask = self.extras.get(key)
+        if mask is None:
+            mask = self.extras[key] = (
+                np.isin(np.array(self.epistemic_type, dtype=object), sorted(types))
+                if self.size
+                else np.zeros(0, dtype=bool)
+            )
+        return mask
+
     def memory_us(self) -> np.ndarray:
         """Each node's memory time: event time, else updated time, else created time."""
         return np.where(np.isnan(self.event_us), self.updated_us, self.event_us)

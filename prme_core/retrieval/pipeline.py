@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
 import numpy as np
@@ -90,6 +90,16 @@ MAX_RESULT_LIMIT = 200
 QueryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS), NulFree, NonBlank]
 """A query as a caller writes it: 1..4096 characters, not blank, no NUL."""
 
+EpistemicMode = Literal["all", "reliable", "observed"]
+EPISTEMIC_MODES: dict[str, frozenset[str] | None] = {
+    "all": None,
+    "reliable": frozenset({"observed", "asserted", "inferred"}),
+    "observed": frozenset({"observed"}),
+}
+"""Which memories a retrieval may return by their epistemic type: ``all`` (the default);
+``reliable`` leaves out hypothetical, conditional, deprecated and unverified memories; ``observed``
+keeps observed ones only. A filter on eligibility, like the time windows: it never reweights."""
+
 
 class RetrievalRequest(FrozenModel):
     """A validated retrieval request (every bound explicit)."""
@@ -109,6 +119,7 @@ class RetrievalRequest(FrozenModel):
     ranking_multipliers: RankingMultipliers | None = None
     include_cross_scope: StrictBool = False
     retrieval_mode: Annotated[str, StringConstraints(pattern="^(hybrid|lexical|semantic)$")] = "hybrid"
+    epistemic_mode: EpistemicMode = "all"
 
     @model_validator(mode="after")
     def _coherent(self) -> RetrievalRequest:
@@ -307,6 +318,9 @@ class _Run:
             mask &= ~np.isnan(c.event_us) & (c.event_us >= to_epoch_us(req.event_time_from))
         if req.event_time_to is not None:
             mask &= ~np.isnan(c.event_us) & (c.event_us <= to_epoch_us(req.event_time_to))
+        allowed = EPISTEMIC_MODES[req.epistemic_mode]
+        if allowed is not None:
+            mask &= c.epistemic_mask(allowed)
         return mask, mask & ~in_scope
 
     def rank(self) -> list[Ranked]:
@@ -674,6 +688,7 @@ class _Run:
                 "event_time_from": _iso(req.event_time_from),
                 "event_time_to": _iso(req.event_time_to),
                 "include_cross_scope": req.include_cross_scope,
+                "epistemic_mode": None if req.epistemic_mode == "all" else req.epistemic_mode,
                 "query_adjustment": self.redistribution.as_parameters(),
                 "query_analysis": {
                     "intent": self.analysis.intent,
@@ -748,6 +763,7 @@ def build_request(
     ranking_multipliers: Any = None,
     include_cross_scope: Any = False,
     retrieval_mode: Any = "hybrid",
+    epistemic_mode: Any = "all",
 ) -> RetrievalRequest:
     """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
     owner = check_owner(owner)
@@ -786,6 +802,7 @@ def build_request(
             "ranking_multipliers": multipliers,
             "include_cross_scope": include_cross_scope,
             "retrieval_mode": retrieval_mode,
+            "epistemic_mode": epistemic_mode,
         },
         "",
     )

@@ -142,6 +142,7 @@ def test_retrieve_takes_every_argument_and_returns_results_context_and_metadata(
             ranking_multipliers={"lexical": 2.0, "salience": 0.5},
             include_cross_scope=False,
             retrieval_mode="hybrid",
+            epistemic_mode="reliable",
             include_bundle=True,
         )
         meta = full["metadata"]
@@ -155,6 +156,7 @@ def test_retrieve_takes_every_argument_and_returns_results_context_and_metadata(
             0.3,
             "score",
         )
+        assert saved["execution"]["parameters"]["epistemic_mode"] == "reliable"
         events = _retrieve(
             http,
             event_time_from=(NOW - timedelta(days=1)).isoformat(),

@@ -380,3 +380,26 @@ def test_retrieval_over_an_empty_store_returns_an_empty_replayable_receipt(clien
     assert response.results == () and response.context == ""
     assert response.metadata.receipt_persisted
     response.receipt.validate()
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("all", {"observed", "asserted", "hypothetical"}),
+        ("reliable", {"observed", "asserted"}),
+        ("observed", {"observed"}),
+    ],
+)
+def test_epistemic_mode_limits_what_may_be_returned_and_is_recorded(client, mode, expected):
+    for kind in ("observed", "asserted", "hypothetical"):
+        client.store_memory("alice", {"content": f"Alice's bicycle is red ({kind} note)", "epistemic_type": kind})
+    response = client.retrieve("Alice bicycle red", owner="alice", reference_time=NOW, epistemic_mode=mode)
+    found = {r.content.split("(")[1].split(" ")[0] for r in response.results}
+    assert found == expected
+    parameters = response.receipt.execution.parameters
+    assert parameters.get("epistemic_mode") == (None if mode == "all" else mode)
+
+
+def test_an_unknown_epistemic_mode_is_refused_naming_the_field(client):
+    with pytest.raises(InvalidInput, match="epistemic_mode"):
+        client.retrieve("bicycle", owner="alice", reference_time=NOW, epistemic_mode="certain")
