@@ -29,6 +29,7 @@ class HoldoutRunConfig(dg.Config):
     max_mean_harm: float | None = None
     severe_loss: float | None = None
     max_severe_share: float | None = None
+    max_p_value: float | None = None
 
 
 @stage_asset(
@@ -54,6 +55,7 @@ def full_retrieval_holdout(
         max_mean_harm=config.max_mean_harm,
         severe_loss=config.severe_loss,
         max_severe_share=config.max_severe_share,
+        max_p_value=config.max_p_value,
     )
     with prme_store.client() as client:
         outcome = holdout_stage(client, ranking_proposal, gate)

@@ -57,6 +57,7 @@ HOLDOUT_FIELDS = {
     "max_mean_harm": "holdout_max_mean_harm",
     "severe_loss": "holdout_severe_loss",
     "max_severe_share": "holdout_max_severe_share",
+    "max_p_value": "holdout_max_p_value",
 }
 """``FullRetrievalEvaluationConfig`` field → the policy field that sets it (seed and bootstrap
 samples are shared with the offline proposal); every ``LearningConfig`` field has its own name."""
@@ -82,6 +83,7 @@ class LearningPolicyResource(dg.ConfigurableResource):
     pool_regularization: float = POOL_DEFAULTS["pool_regularization"]
     max_fit_requests: int = POOL_DEFAULTS["max_fit_requests"]
     search_starts: int = POOL_DEFAULTS["search_starts"]
+    max_p_value: float = POOL_DEFAULTS["max_p_value"]
     max_records: int = DEFAULT_MAX_RECORDS
     holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
     holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")
@@ -90,6 +92,7 @@ class LearningPolicyResource(dg.ConfigurableResource):
     holdout_max_mean_harm: float = HARM_DEFAULTS["max_mean_harm"]
     holdout_severe_loss: float = HARM_DEFAULTS["severe_loss"]
     holdout_max_severe_share: float = HARM_DEFAULTS["max_severe_share"]
+    holdout_max_p_value: float = HARM_DEFAULTS["max_p_value"]
 
     def learning_config(self) -> LearningConfig:
         return LearningConfig(**{field: getattr(self, field) for field in LearningConfig.model_fields})

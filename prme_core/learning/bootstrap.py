@@ -24,3 +24,37 @@ def bootstrap_interval(differences: np.ndarray, *, samples: int, seed: int) -> t
     idx = rng.integers(0, d.size, size=(samples, d.size))
     means = np.sort(d[idx].mean(axis=1))
     return float(means[int(LOWER_QUANTILE * samples)]), float(means[min(samples - 1, int(UPPER_QUANTILE * samples))])
+
+
+SIGN_FLIP_ALGORITHM = "paired-sign-flip-v1"
+EXACT_SIGN_FLIP_MAX = 16
+"""Up to this many changed groups every sign pattern is enumerated (2^16); beyond, a seeded sample."""
+_SCALE = 1e9
+
+
+def sign_flip_p_value(differences: np.ndarray, *, samples: int, seed: int) -> float:
+    """One-sided p-value that the paired per-group differences' mean exceeds 0: the share of
+    sign flips of the changed groups' differences whose sum is at least the observed sum (a
+    paired randomization test: under "no effect" each group's difference is as likely negative
+    as positive). Exact over every sign pattern for up to 16 changed groups; otherwise
+    ``(1 + hits) / (1 + samples)`` over ``samples`` seeded patterns (PCG64). Differences are
+    rounded to 1e-9 and summed as integers, so the value is the same on every machine; it is
+    1.0 when no group changed. Calibrated where the percentile bootstrap is not: with few changed
+    groups all on one side (4 of 25 groups better, none worse) the bootstrap's lower end is
+    already above 0, while this test gives p = 1/16."""
+    d = np.asarray(differences, dtype=np.float64)
+    units = np.round(d * _SCALE).astype(np.int64)
+    units = units[units != 0]
+    m = int(units.size)
+    if m == 0:
+        return 1.0
+    observed = int(units.sum())
+    if m <= EXACT_SIGN_FLIP_MAX:
+        patterns = np.arange(1 << m, dtype=np.int64)
+        signs = 1 - 2 * ((patterns[:, None] >> np.arange(m, dtype=np.int64)[None, :]) & 1)
+        sums = signs @ units
+        return float(np.count_nonzero(sums >= observed)) / float(1 << m)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    signs = 1 - 2 * rng.integers(0, 2, size=(samples, m), dtype=np.int64)
+    sums = signs @ units
+    return (1.0 + float(np.count_nonzero(sums >= observed))) / (1.0 + samples)

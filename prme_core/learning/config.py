@@ -24,8 +24,9 @@ FitMethod = Literal["auto", "pool_ndcg", "pool_pairwise", "judged_pairwise"]
   explicit pairs instead (the named alternative);
 * ``judged_pairwise`` — the version-1 method: pairwise logistic over the judged candidates'
   recorded features, six multipliers (receipts without a replayable pool);
-* ``auto`` — ``pool_ndcg``, unless the requests with complete, replayable pools fall short of
-  the coverage minimums that all requests together meet: then ``judged_pairwise``.
+* ``auto`` — ``pool_ndcg`` when every usable request has a complete, replayable pool, or when
+  those that have one meet the coverage minimums (the others are excluded and counted); else
+  ``judged_pairwise``.
 """
 
 POOL_DEFAULTS = {
@@ -34,8 +35,10 @@ POOL_DEFAULTS = {
     "pool_regularization": 0.001,
     "max_fit_requests": 1000,
     "search_starts": 32,
+    "max_p_value": 0.025,
 }
-"""What a report records for the pool-fitting fields when the caller leaves them unset."""
+"""What a report records for the fields that came with version-2 reports when the caller leaves
+them unset (the pool-fitting parameters and the sign-flip test's bound)."""
 
 
 class LearningConfig(EvolvingModel):
@@ -69,6 +72,9 @@ class LearningConfig(EvolvingModel):
     sample spread over the training groups (by a seeded hash of the request id)."""
     search_starts: Annotated[int, Field(ge=0, le=1000)] | None = None
     """Pool fits: seeded random starting points tried before the coordinate ascent."""
+    max_p_value: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    """Version-2 offline gate: the validation groups' paired sign-flip test (one-sided) must give
+    at most this p-value, besides the bootstrap interval's positive lower end."""
 
     def resolved(self) -> LearningConfig:
         """This configuration with every pool-fitting field explicit."""

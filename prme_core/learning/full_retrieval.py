@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
 from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
-from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
+from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
 from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
 from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision, regression_harm
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
@@ -87,10 +87,11 @@ class FullRetrievalTrial(FrozenModel):
         return self
 
 
-HARM_DEFAULTS = {"max_mean_harm": 0.02, "severe_loss": 0.5, "max_severe_share": 0.05}
+HARM_DEFAULTS = {"max_mean_harm": 0.02, "severe_loss": 0.5, "max_severe_share": 0.05, "max_p_value": 0.025}
 """The regression bounds a version-2 report records when the caller leaves them unset: at most
 0.02 NDCG lost per query on average to regressions, and at most 5% of the groups losing 0.5 or
-more (in NDCG@10 with one relevant memory, 0.5 is falling from first place to third or lower)."""
+more (in NDCG@10 with one relevant memory, 0.5 is falling from first place to third or lower),
+and the groups' paired sign-flip test at most p = 0.025 (one-sided)."""
 
 
 class FullRetrievalEvaluationConfig(EvolvingModel):
@@ -111,6 +112,7 @@ class FullRetrievalEvaluationConfig(EvolvingModel):
     max_mean_harm: float | None = Field(default=None, ge=0.0, le=1.0)
     severe_loss: float | None = Field(default=None, gt=0.0, le=1.0)
     max_severe_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_p_value: float | None = Field(default=None, gt=0.0, le=1.0)
 
     def resolved(self) -> FullRetrievalEvaluationConfig:
         """This configuration with every version-2 bound explicit."""
@@ -145,7 +147,14 @@ class FullRetrievalEvaluation(EvolvingModel):
     Version 2 (what new evaluations write) gates on the harm of regressions and records it with
     the benefit, the severe share, the observed per-group spread and the groups 80% power needs."""
 
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ("harm", "benefit", "severe_share", "observed_sd", "groups_for_power")
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "harm",
+        "benefit",
+        "severe_share",
+        "observed_sd",
+        "groups_for_power",
+        "sign_flip_p",
+    )
 
     schema_version: Literal[1, 2] = 2
     algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
@@ -184,6 +193,7 @@ class FullRetrievalEvaluation(EvolvingModel):
     severe_share: Unit | None = None
     observed_sd: float | None = Field(default=None, ge=0.0)
     groups_for_power: int | None = Field(default=None, ge=2)
+    sign_flip_p: float | None = Field(default=None, gt=0.0, le=1.0)
 
     @field_validator("feature_identity")
     @classmethod
@@ -213,7 +223,7 @@ class FullRetrievalEvaluation(EvolvingModel):
             raise ValueError("coverage counts disagree with the trials")
         v2_config = self.config.max_mean_harm is not None
         if (self.schema_version == 2) != v2_config or (
-            v2_config and None in (self.config.severe_loss, self.config.max_severe_share)
+            v2_config and None in (self.config.severe_loss, self.config.max_severe_share, self.config.max_p_value)
         ):
             raise ValueError("a version-2 report records its resolved regression bounds; a version-1 report none")
         _check_summary(self, _summary(self.queries, self.config))
@@ -487,18 +497,22 @@ def _summary(queries: Sequence[FullRetrievalQueryResult], cfg: FullRetrievalEval
     if cfg.max_mean_harm is not None:  # version 2
         harm, benefit, severe = regression_harm(diffs, cfg.severe_loss)  # type: ignore[arg-type]
         estimate = groups_for_power(diffs)
+        p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
         out.update(
             harm=harm,
             benefit=benefit,
             severe_share=severe,
             observed_sd=estimate.sd if estimate.observed_groups >= 2 else None,
             groups_for_power=estimate.groups_for_power,
+            sign_flip_p=p_value,
         )
         bounds = {
             "harm": harm,
             "max_mean_harm": cfg.max_mean_harm,
             "severe_share": severe,
             "max_severe_share": cfg.max_severe_share,
+            "p_value": p_value,
+            "max_p_value": cfg.max_p_value,
         }
     out["decision"] = holdout_decision(
         enough_groups=enough,

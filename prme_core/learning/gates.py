@@ -20,12 +20,17 @@ def offline_decision(
     interval_low: float | None,
     pairwise_gain: float | None,
     min_ndcg_gain: float,
+    p_value: float | None = None,
+    max_p_value: float | None = None,
 ) -> OfflineDecision:
     """Improvement needs the minimum mean validation NDCG gain, a positive bootstrap lower
-    endpoint and no mean pairwise-accuracy regression."""
+    endpoint and no mean pairwise-accuracy regression; version-2 reports (``max_p_value``
+    given) also need the paired sign-flip test's one-sided p-value at most ``max_p_value``."""
     if not enough_groups:
         return "insufficient_data"
     assert ndcg_gain is not None and interval_low is not None and pairwise_gain is not None
+    if max_p_value is not None and not (p_value is not None and p_value <= max_p_value):
+        return "no_improvement"
     if ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and pairwise_gain >= -TOLERANCE:
         return "improved_on_observed_candidates"
     return "no_improvement"
@@ -44,6 +49,8 @@ def holdout_decision(
     max_mean_harm: float | None = None,
     severe_share: float | None = None,
     max_severe_share: float | None = None,
+    p_value: float | None = None,
+    max_p_value: float | None = None,
 ) -> HoldoutDecision:
     """Improvement needs the minimum mean NDCG gain, a positive bootstrap lower endpoint and no
     mean recall loss, and then a bound on regressions:
@@ -53,11 +60,16 @@ def holdout_decision(
       groups that lost at least the severe loss at most ``max_severe_share`` (the worst-case
       guard). Many small regressions under a large net gain pass; a minority hurt badly fails.
     * version-1 reports: at most ``max_regression_fraction`` of the groups regressed at all.
+
+    Version-2 reports also need the paired sign-flip test's one-sided p-value at most
+    ``max_p_value`` (the percentile bootstrap alone accepts too often with few changed groups).
     """
     if not enough_groups:
         return "insufficient_data"
     assert None not in (ndcg_gain, interval_low, recall_gain)
     if not (ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and recall_gain >= -TOLERANCE):  # type: ignore[operator]
+        return "no_improvement"
+    if max_p_value is not None and not (p_value is not None and p_value <= max_p_value):
         return "no_improvement"
     if max_mean_harm is not None:
         assert None not in (harm, severe_share, max_severe_share)

@@ -315,15 +315,15 @@ def _fit_path(
     inline = {k: c for k, c in (snapshot.pools(inline_ids) if inline_ids else {}).items() if _replayable(c)}
     eligible = {k for k in possible if k not in inline_ids} | set(inline)
     skipped = len(requests) - len(eligible)
-    if fit == "auto" and not _covers(requests, eligible, config) and _covers(requests, None, config):
+    if fit == "auto" and len(eligible) < len(requests) and not _covers(requests, eligible, config):
         train = {r.group for r in requests if r.request_id in eligible and not r.validation}
         validation = {r.group for r in requests if r.request_id in eligible and r.validation}
         return (
             "judged",
             f"{len(eligible)} of {len(requests)} usable requests have a complete, replayable pool "
             f"({len(train)} training and {len(validation)} validation groups, fewer than the "
-            f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs, which all "
-            "requests together meet): fitted on the judged candidates' recorded features instead",
+            f"{config.min_training_queries}/{config.min_validation_queries} a pool fit needs): fitted on "
+            "the judged candidates' recorded features instead",
             set(),
             {},
         )
@@ -337,9 +337,9 @@ def _fit_path(
     )
 
 
-def _covers(requests: list[Request], only: set[str] | None, config: LearningConfig) -> bool:
-    """Whether the requests (those in ``only``, when given) meet both coverage minimums."""
-    kept = [r for r in requests if only is None or r.request_id in only]
+def _covers(requests: list[Request], only: set[str], config: LearningConfig) -> bool:
+    """Whether the requests in ``only`` meet both coverage minimums."""
+    kept = [r for r in requests if r.request_id in only]
     train = {r.group for r in kept if not r.validation}
     validation = {r.group for r in kept if r.validation}
     return len(train) >= config.min_training_queries and len(validation) >= config.min_validation_queries

@@ -19,7 +19,7 @@ import numpy as np
 from prme_core.errors import BaselineReplayMismatch, InvalidEvidence
 from prme_core.features import WEIGHT_COUNT
 from prme_core.gcpause import cyclic_gc_paused
-from prme_core.learning.bootstrap import bootstrap_interval
+from prme_core.learning.bootstrap import bootstrap_interval, sign_flip_p_value
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import (
     FIT_ALGORITHM,
@@ -317,12 +317,15 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
     cfg = prepared.config
     queries = _group_results(prepared, fitted.base, fitted.candidate, fitted.measured)
     diffs, gain, pairwise_gain, interval = _validation_summary(queries, cfg)
+    p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
     decision = offline_decision(
         enough_groups=True,
         ndcg_gain=gain,
         interval_low=interval[0],
         pairwise_gain=pairwise_gain,
         min_ndcg_gain=cfg.min_ndcg_gain,
+        p_value=p_value,
+        max_p_value=cfg.max_p_value,
     )
     estimate = groups_for_power(diffs)
     alternative = None
@@ -354,6 +357,7 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
         observed_sd=estimate.sd if estimate.observed_groups >= 2 else None,
         groups_for_power=estimate.groups_for_power,
         alternative=alternative,
+        sign_flip_p=p_value,
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_digest
-from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval
+from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
@@ -113,6 +113,7 @@ class LearningEvaluation(EvolvingModel):
         "observed_sd",
         "groups_for_power",
         "alternative",
+        "sign_flip_p",
     )
 
     schema_version: Literal[1, 2] = 2
@@ -148,6 +149,7 @@ class LearningEvaluation(EvolvingModel):
     observed_sd: float | None = Field(default=None, ge=0.0)
     groups_for_power: int | None = Field(default=None, ge=2)
     alternative: AlternativeFit | None = None
+    sign_flip_p: float | None = Field(default=None, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _rederive(self) -> LearningEvaluation:
@@ -193,12 +195,19 @@ class LearningEvaluation(EvolvingModel):
         if self.validation_gain_interval is None or tuple(self.validation_gain_interval) != interval:
             raise ValueError("the bootstrap interval does not match the per-group differences")
         self._check_power(diffs)
+        p_value = None
+        if self.schema_version >= 2:
+            p_value = sign_flip_p_value(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
+            if self.sign_flip_p != p_value:
+                raise ValueError("sign_flip_p does not match the validation groups' differences")
         decision = offline_decision(
             enough_groups=True,
             ndcg_gain=gain,
             interval_low=interval[0],
             pairwise_gain=pairwise,
             min_ndcg_gain=self.config.min_ndcg_gain,
+            p_value=p_value,
+            max_p_value=self.config.max_p_value if self.schema_version >= 2 else None,
         )
         if decision != self.decision:
             raise ValueError("learning decision does not match its validation evidence")
@@ -248,6 +257,7 @@ class LearningEvaluation(EvolvingModel):
                 self.observed_sd,
                 self.groups_for_power,
                 self.alternative,
+                self.sign_flip_p,
             )
         ):
             raise ValueError("an insufficient-coverage report records no losses or metrics")

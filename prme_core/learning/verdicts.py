@@ -124,6 +124,8 @@ def regression_bounds(evaluation: FullRetrievalEvaluation) -> dict[str, Any]:
         "severe_share": e.severe_share,
         "severe_loss": cfg.severe_loss,
         "max_severe_share": cfg.max_severe_share,
+        "sign_flip_p": e.sign_flip_p,
+        "max_p_value": cfg.max_p_value,
         "regression_fraction": e.regression_fraction,
     }
 
@@ -185,6 +187,8 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
         "interval_high": None if interval is None else interval[1],
         "validation_pairwise_gain": proposal.validation_pairwise_gain,
         "min_ndcg_gain": proposal.config.min_ndcg_gain,
+        "sign_flip_p": proposal.sign_flip_p,
+        "max_p_value": proposal.config.max_p_value,
         "input_checksum": proposal.input_checksum,
         **fit_facts(proposal),
         **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()},

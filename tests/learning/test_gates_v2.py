@@ -104,3 +104,44 @@ def test_the_gain_and_interval_rules_still_come_first():
         )
         == "insufficient_data"
     )
+
+
+# --- the paired sign-flip test beside the bootstrap -------------------------------------------
+
+from prme_core.learning.bootstrap import sign_flip_p_value  # noqa: E402
+from prme_core.learning.gates import offline_decision  # noqa: E402
+
+
+def test_the_sign_flip_p_value_is_exact_for_few_changed_groups_and_seeded_beyond():
+    few = np.array([0.3] * 4 + [0.0] * 21)
+    assert sign_flip_p_value(few, samples=2000, seed=42) == 1 / 16
+    assert sign_flip_p_value(np.zeros(10), samples=2000, seed=42) == 1.0
+    many = np.concatenate([np.full(20, 0.05), np.full(10, -0.02)])
+    p = sign_flip_p_value(many, samples=2000, seed=42)
+    assert p == sign_flip_p_value(many, samples=2000, seed=42) and 0 < p < 0.01
+    assert sign_flip_p_value(-many, samples=2000, seed=42) > 0.99
+
+
+def test_few_changed_groups_on_one_side_pass_the_bootstrap_but_not_the_sign_flip_test():
+    d = np.array([0.3] * 4 + [0.0] * 21)  # 4 of 25 validation groups better, none worse
+    low, _ = bootstrap_interval(d, samples=2000, seed=42)
+    common = dict(
+        enough_groups=True, ndcg_gain=float(d.mean()), interval_low=low, pairwise_gain=0.0, min_ndcg_gain=0.01
+    )
+    assert low > 0 and offline_decision(**common) == "improved_on_observed_candidates"  # version-1 rule
+    p = sign_flip_p_value(d, samples=2000, seed=42)
+    assert offline_decision(**common, p_value=p, max_p_value=0.025) == "no_improvement"
+    d8 = np.array([0.3] * 8 + [0.0] * 17)
+    p8 = sign_flip_p_value(d8, samples=2000, seed=42)
+    assert (
+        p8 == 1 / 256
+        and offline_decision(**{**common, "ndcg_gain": float(d8.mean())}, p_value=p8, max_p_value=0.025)
+        == "improved_on_observed_candidates"
+    )
+
+
+def test_the_holdout_gate_needs_the_sign_flip_test_too():
+    d = np.array([0.3] * 4 + [0.0] * 21)
+    assert decide(d) == "improved_full_retrieval"  # harm and severe share alone
+    p = sign_flip_p_value(d, samples=2000, seed=42)
+    assert decide(d, p_value=p, max_p_value=0.025) == "no_improvement"
