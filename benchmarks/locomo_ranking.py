@@ -38,8 +38,11 @@ from prme_core.learning.pool_ranking import PoolRequest, PoolSet
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import FLOAT_COLUMNS, INT_COLUMNS, PackedProjection, packed_projection
-from prme_core.retrieval.multipliers import FAMILY_V2, RankingMultipliers
-from prme_core.retrieval.pool_replay import replay_pool
+from prme_core.retrieval.config import ScoringWeights
+from prme_core.retrieval.multipliers import FAMILY_V2, RankingMultipliers, adjusted_weights
+from prme_core.retrieval.pool_replay import replay_pool, scored_pool
+from prme_core.retrieval.ranking import formula_scores
+from prme_core.retrieval.scoring import redistribute
 from prme_core.retrieval.text import lexical_tokens
 
 METRICS = ("recall", "ndcg", "mrr")
@@ -273,14 +276,26 @@ def family_oracle(trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, An
     }
 
 
-POOL_FEATURES = (*TRACE_FEATURES, "path_score")
-"""What the pool LambdaRank sees per pool member: its trace features and its path score."""
+POOL_FEATURES = (*TRACE_FEATURES, "path_score", "base_score", "base_position")
+"""What the pool LambdaRank sees per pool member: its trace features, its path score, and its
+formula-1 base score and position in the pool's base order under the recorded weights (as the
+receipt-candidate challenger sees the recorded score and rank): the model is trained on the
+judged members, which sit at the top of that order, and ranks every member."""
 
 
 def _pool_features(columns: Any) -> np.ndarray:
+    if not columns.members:
+        return np.zeros((0, len(POOL_FEATURES)))
     masks = columns.paths.astype(np.int64)
     path = np.minimum(((masks & 1) + ((masks >> 1) & 1) + ((masks >> 2) & 1)) / 3.0, 1.0)
-    return np.column_stack([columns.features, path]) if columns.members else np.zeros((0, len(POOL_FEATURES)))
+    replay = columns.replay
+    scoring = ScoringWeights.model_validate(replay["scoring"])
+    shifted, _ = redistribute(scoring, current=replay["current_state"], episodic=replay["episodic"])
+    recorded = replay["multipliers"]
+    applied = adjusted_weights(shifted, None if recorded is None else RankingMultipliers.model_validate(recorded))
+    base = formula_scores(scored_pool(columns), applied)
+    position = np.arange(columns.members, dtype=np.float64)  # members are recorded in base order
+    return np.column_stack([columns.features, path, base, position])
 
 
 def pool_lambdarank(prepared: Prepared, trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:

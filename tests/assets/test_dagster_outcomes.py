@@ -119,6 +119,14 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     )
     assert outcome["needs"] == meta["needs"]
     assert outcome["needs"] == "no measurable gain" or outcome["needs"].startswith(("needs about", "enough"))
+    # every threshold it was judged against, how it was fitted, and its power figures
+    assert (meta["min_ndcg_gain"], meta["max_p_value"]) == (0.01, 0.025) and 0 < meta["sign_flip_p"] <= 1
+    assert (meta["fit_path"], meta["family"], meta["algorithm"]) == (
+        "pool",
+        "multipliers_interactions_v2",
+        "pool_ndcg_search_v2",
+    )
+    assert meta["alternative"] == "pool_pairwise_logistic_v2" and "observed_sd" in meta
     assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
 
 
@@ -131,6 +139,13 @@ def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(la
     outcome = run_outcome(instance, result.run_id)
     assert (outcome["outcome"], outcome["stopped_by"]) == ("expected_no", "holdout_gate_passed")
     assert float(outcome["gain"]) == meta["ndcg_gain"] and outcome["needs"] == meta["needs"]
+    assert (meta["max_mean_harm"], meta["severe_loss"], meta["max_severe_share"], meta["max_p_value"]) == (
+        0.02,
+        0.5,
+        0.05,
+        0.025,
+    )
+    assert {"harm", "benefit", "severe_share", "sign_flip_p", "observed_sd", "groups_for_power"} <= set(meta)
     assert _refused(lab_url, instance) == "no candidate profile"
 
 
