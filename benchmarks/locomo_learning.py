@@ -357,6 +357,12 @@ def run_owner(
                 else {"status": f"no pool fit: {pooled.path_reason}", "rankings": None}
             )
             lists["lambdarank"] = lambdarank.pop("rankings")
+            judged_requests = prepare(snapshot, owner=owner, scopes=scopes, config=judged_cfg)
+            on_candidates = locomo_ranking.lambdarank_challenger(
+                locomo_ranking.judged_requests(judged_requests, snapshot), trials, k=HOLDOUT_K, seed=policy.seed
+            )
+            lists["lambdarank_candidates"] = on_candidates.pop("rankings")
+            lambdarank["on_returned_candidates"] = on_candidates
             oracle = locomo_ranking.family_oracle(trials, k=HOLDOUT_K, seed=policy.seed)
             lists["oracle_v2"] = oracle.pop("rankings")
             judged = locomo_ranking.compare(trials, lists, HOLDOUT_K)
