@@ -28,14 +28,13 @@ summation order or on the CPU's ``exp``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from prme_core.learning.fit import IMPROVEMENT_EPSILON, STEP_SCHEDULE, multipliers_from_logs
-from prme_core.learning.pool_ranking import PoolRanking, PoolRequest, PoolSet
+from prme_core.learning.pool_ranking import PoolRanking, PoolSet
 from prme_core.retrieval.config import MAX_INTERACTION_WEIGHT
 from prme_core.retrieval.multipliers import (
     FAMILY_V1,
@@ -168,7 +167,3 @@ def search(
             if not moved:
                 break
     return SearchResult(best, at_identity, best_value, objective.evaluations)
-
-
-def pool_set(requests: Sequence[PoolRequest], indices: Sequence[int] | None = None) -> PoolSet:
-    return PoolSet(list(requests) if indices is None else [requests[i] for i in indices])

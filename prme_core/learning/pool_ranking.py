@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import orjson
@@ -358,10 +357,3 @@ def recorded_lists(ranking: PoolRanking, pools: PoolSet) -> list[tuple[list[byte
         items, scores = ranking.returned(r)
         out.append(([pools.node_id(int(i)) for i in items], scores.tolist()))
     return out
-
-
-def as_uuid_bytes(node_ids: Sequence[Any]) -> tuple[bytes, ...]:
-    """Node ids (UUIDs or canonical strings) as 16-byte values."""
-    from uuid import UUID
-
-    return tuple((n if isinstance(n, UUID) else UUID(str(n))).bytes for n in node_ids)
