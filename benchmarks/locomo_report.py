@@ -496,8 +496,9 @@ def _policy(report: BenchmarkReport, name: str) -> str:
 
 
 def groups_for(sd: float | None, gain: float = POWER_GAIN) -> int | None:
-    """Groups one gate needs to pass a true ``gain`` with 80% power at spread ``sd``."""
-    if sd is None:
+    """Groups one gate needs to pass a true ``gain`` with 80% power at spread ``sd`` (None without a
+    spread: a proposal that changed no group says nothing about it)."""
+    if not sd:
         return None
     return max(2, math.ceil((1.96 + 0.84) ** 2 * sd * sd / (gain * gain)))
 
