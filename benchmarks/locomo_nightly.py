@@ -1,7 +1,7 @@
 """Nightly-replay benchmark: scheduled learning is a sequence of looks.
 
 Run: ``python -m benchmarks.locomo_nightly [--data PATH] [--nights 10] [--seeds 10]
-[--owners conv-26,conv-30] [--limit 20] [--out DIR | --update-results] [--resume]``. Results go
+[--owners conv-26,conv-30] [--limit 20] [--out DIR | --update-results] [--resume | --rewrite]``. Results go
 to a scratch folder (``.prme/benchmarks/locomo-nightly/`` under the working directory) unless
 ``--out`` names one; only ``--update-results`` overwrites ``benchmarks/results/locomo-nightly/``.
 
@@ -98,6 +98,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--resume",
         action="store_true",
         help=f"reuse matching owner-seasons from {SEASONS_FILE} in --out (default {SCRATCH_OUT})",
+    )
+    parser.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="recompute the summaries and rewrite results.json/results.md in the output folder from the "
+        "seasons it already holds (no runs)",
     )
     return parser
 
@@ -368,14 +374,20 @@ def owner_summary(season: dict[str, Any]) -> dict[str, Any]:
 
 
 def null_summary(seasons: list[dict[str, Any]], nights: int) -> dict[str, Any]:
-    """Every look, acceptance and activation over all nights, owners and seeds of the null."""
+    """Every look, acceptance and activation over all nights, owners and seeds of the null, and
+    how many owner-seasons had at least one offline acceptance / activation by each night."""
     per_night = []
-    with_activation: set[tuple[str, int]] = set()
+    ever: dict[str, set[tuple[str, int]]] = {"offline": set(), "holdout": set(), "activation": set()}
     for number in range(1, nights + 1):
         rows = [(s, s["nights"][number - 1]) for s in seasons]
         for s, n in rows:
-            if n["activation"]["activated"]:
-                with_activation.add((s["owner"], s["seed"]))
+            for kind, hit in (
+                ("offline", n["offline"]["accepted"]),
+                ("holdout", n["holdout"]["accepted"]),
+                ("activation", n["activation"]["activated"]),
+            ):
+                if hit:
+                    ever[kind].add((s["owner"], s["seed"]))
         per_night.append(
             {
                 "night": number,
@@ -385,12 +397,13 @@ def null_summary(seasons: list[dict[str, Any]], nights: int) -> dict[str, Any]:
                 "holdout_evaluations": sum(n["holdout"]["decision"] is not None for _, n in rows),
                 "holdout_accepts": sum(n["holdout"]["accepted"] for _, n in rows),
                 "activations": sum(n["activation"]["activated"] for _, n in rows),
-                "cumulative_seasons_with_activation": len(with_activation),
+                "cumulative_seasons_with_offline_accept": len(ever["offline"]),
+                "cumulative_seasons_with_holdout_accept": len(ever["holdout"]),
+                "cumulative_seasons_with_activation": len(ever["activation"]),
             }
         )
-    owners = sorted({s["owner"] for s in seasons})
     per_owner = []
-    for owner in owners:
+    for owner in sorted({s["owner"] for s in seasons}):
         mine = [s for s in seasons if s["owner"] == owner]
         flat = [n for s in mine for n in s["nights"]]
         per_owner.append(
@@ -401,23 +414,27 @@ def null_summary(seasons: list[dict[str, Any]], nights: int) -> dict[str, Any]:
                 "offline_accepts": sum(n["offline"]["accepted"] for n in flat),
                 "holdout_accepts": sum(n["holdout"]["accepted"] for n in flat),
                 "activations": sum(n["activation"]["activated"] for n in flat),
+                "seasons_with_offline_accept": sum(any(n["offline"]["accepted"] for n in s["nights"]) for s in mine),
                 "seasons_with_activation": sum(bool(s["activation_nights"]) for s in mine),
             }
         )
     looks = sum(r["looks"] for r in per_night)
     offline = sum(r["offline_accepts"] for r in per_night)
-    any_activation = len(with_activation)
+    n_seasons = len(seasons)
     total = {
-        "owner_seasons": len(seasons),
-        "nights": len(seasons) * nights,
+        "owner_seasons": n_seasons,
+        "nights": n_seasons * nights,
         "looks": looks,
         "offline_accepts": offline,
         "offline_accept_rate": offline / looks if looks else 0.0,
         "holdout_evaluations": sum(r["holdout_evaluations"] for r in per_night),
         "holdout_accepts": sum(r["holdout_accepts"] for r in per_night),
         "activations": sum(r["activations"] for r in per_night),
-        "seasons_with_activation": any_activation,
-        "season_activation_rate": any_activation / len(seasons) if seasons else 0.0,
+        "seasons_with_offline_accept": len(ever["offline"]),
+        "season_offline_accept_rate": len(ever["offline"]) / n_seasons if n_seasons else 0.0,
+        "seasons_with_holdout_accept": len(ever["holdout"]),
+        "seasons_with_activation": len(ever["activation"]),
+        "season_activation_rate": len(ever["activation"]) / n_seasons if n_seasons else 0.0,
     }
     total["within_bounds"] = (
         total["offline_accept_rate"] <= TARGET_RATE and total["season_activation_rate"] <= TARGET_RATE
@@ -454,12 +471,16 @@ def check_report(report: dict[str, Any]) -> None:
         assert total[key] == sum(r[key] for r in per_night) == sum(r[key] for r in null["per_owner"]), key
     assert total["looks"] == sum(n["offline"]["reached"] for n in flat)
     assert total["activations"] <= total["holdout_accepts"] <= total["holdout_evaluations"] <= total["offline_accepts"]
-    cumulative = [r["cumulative_seasons_with_activation"] for r in per_night]
-    assert (
-        cumulative == sorted(cumulative) and (cumulative[-1] if cumulative else 0) == total["seasons_with_activation"]
-    )
-    assert total["seasons_with_activation"] == sum(r["seasons_with_activation"] for r in null["per_owner"])
-    assert total["seasons_with_activation"] <= min(total["owner_seasons"], total["activations"])
+    for kind in ("offline_accept", "holdout_accept", "activation"):
+        cumulative = [r[f"cumulative_seasons_with_{kind}"] for r in per_night]
+        assert (
+            cumulative == sorted(cumulative) and (cumulative[-1] if cumulative else 0) == total[f"seasons_with_{kind}"]
+        ), kind
+    for kind in ("offline_accept", "activation"):
+        assert total[f"seasons_with_{kind}"] == sum(r[f"seasons_with_{kind}"] for r in null["per_owner"]), kind
+    assert total["seasons_with_activation"] <= total["seasons_with_holdout_accept"]
+    assert total["seasons_with_holdout_accept"] <= total["seasons_with_offline_accept"] <= total["owner_seasons"]
+    assert total["seasons_with_offline_accept"] <= total["offline_accepts"]
 
 
 # --- report files -------------------------------------------------------------------------------
@@ -528,46 +549,56 @@ def markdown(report: dict[str, Any]) -> str:
             f"activation ≤ 5%: {verdict}.",
             "",
             "| looks (offline gate reached) | offline accepts | holdout evaluations | holdout accepts "
-            "| activations | owner-seasons with any activation |",
-            "|---|---|---|---|---|---|",
+            "| activations | owner-seasons with any offline accept | owner-seasons with any activation |",
+            "|---|---|---|---|---|---|---|",
             f"| {t['looks']} of {t['nights']} runs | {_pct(t['offline_accepts'], t['looks'])} "
             f"| {t['holdout_evaluations']} | {t['holdout_accepts']} | {t['activations']} "
+            f"| {_pct(t['seasons_with_offline_accept'], t['owner_seasons'])} "
             f"| {_pct(t['seasons_with_activation'], t['owner_seasons'])} |",
+            "",
+            "A season's looks share one registered holdout: an owner-season with any offline acceptance is one "
+            "in which noise reached the holdout gate at least once; only the holdout stood between it and "
+            "an activation.",
             "",
             "### Null control per night",
             "",
-            "| night | looks | offline accepts | holdout accepts | activations | cumulative owner-seasons with any activation |",
-            "|---|---|---|---|---|---|",
+            "| night | looks | offline accepts | holdout accepts | activations | cumulative owner-seasons with "
+            "any offline accept | cumulative owner-seasons with any activation |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in null["per_night"]:
             lines.append(
                 f"| {r['night']} | {r['looks']} of {r['seasons']} | {r['offline_accepts']} | {r['holdout_accepts']} "
-                f"| {r['activations']} | {r['cumulative_seasons_with_activation']} |"
+                f"| {r['activations']} | {r['cumulative_seasons_with_offline_accept']} "
+                f"| {r['cumulative_seasons_with_activation']} |"
             )
         lines += [
             "",
             "### Null control per owner",
             "",
-            "| owner | seasons | looks | offline accepts | holdout accepts | activations | seasons with any activation |",
-            "|---|---|---|---|---|---|---|",
+            "| owner | seasons | looks | offline accepts | holdout accepts | activations | seasons with any offline "
+            "accept | seasons with any activation |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in null["per_owner"]:
             lines.append(
-                f"| {r['owner']} | {r['seasons']} | {r['looks']} | {r['offline_accepts']} | {r['holdout_accepts']} "
-                f"| {r['activations']} | {r['seasons_with_activation']} |"
+                f"| {r['owner']} | {r['seasons']} | {r['looks']} | {_pct(r['offline_accepts'], r['looks'])} "
+                f"| {r['holdout_accepts']} | {r['activations']} | {r['seasons_with_offline_accept']} "
+                f"| {r['seasons_with_activation']} |"
             )
         accepted = [(s, n) for s in report["null"] for n in s["nights"] if n["offline"]["accepted"]]
         if accepted:
             lines += ["", "Null looks the offline gate accepted:", ""]
             lines += [
-                "| owner | seed | night | validation groups | offline gain [95% CI] | holdout decision | holdout gain | activated |",
+                "| owner | seed | night | validation groups | offline gain [95% CI] | holdout decision | holdout gain [95% CI] | activated |",
                 "|---|---|---|---|---|---|---|---|",
             ]
             for s, n in accepted:
                 lines.append(
                     f"| {s['owner']} | {s['seed']} | {n['night']} | {n['validation_groups']} "
                     f"| {_gain(n['offline']['gain'])}{_interval(n['offline']['interval'])} "
-                    f"| {n['holdout']['decision'] or n['holdout']['status'] or '—'} | {_gain(n['holdout']['gain'])} "
+                    f"| {n['holdout']['decision'] or n['holdout']['status'] or '—'} "
+                    f"| {_gain(n['holdout']['gain'])}{_interval(n['holdout']['interval'])} "
                     f"| {'yes' if n['activation']['activated'] else 'no'} |"
                 )
     runs = [n for s in [*report["real"], *report["null"]] for n in s["nights"]]
@@ -617,13 +648,55 @@ def _night_table(seasons: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with its real-label and null summaries (re)computed from its seasons."""
+    return {
+        **report,
+        "real_summary": [owner_summary(s) for s in report["real"]],
+        "null_summary": null_summary(report["null"], report["options"]["nights"]) if report["null"] else None,
+    }
+
+
+def report_json(report: dict[str, Any]) -> str:
+    """Indented JSON with each night on one line (a season's nights stay readable and diffable)."""
+    nights = {}
+
+    def marked(season: dict[str, Any], i: int) -> dict[str, Any]:
+        rows = []
+        for j, night in enumerate(season["nights"]):
+            key = f"@night:{i}:{j}"
+            nights[json.dumps(key)] = json.dumps(night, sort_keys=True)
+            rows.append(key)
+        return {**season, "nights": rows}
+
+    seasons = [*report["real"], *report["null"]]
+    shell = {**report, "real": [], "null": []}
+    shell["real"] = [marked(s, i) for i, s in enumerate(seasons[: len(report["real"])])]
+    shell["null"] = [marked(s, len(report["real"]) + i) for i, s in enumerate(report["null"])]
+    text = json.dumps(shell, indent=1, sort_keys=True)
+    for key, line in nights.items():
+        text = text.replace(key, line, 1)
+    return text + "\n"
+
+
 def write_report(report: dict[str, Any], out: Path) -> list[Path]:
     check_report(report)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "results.json", out / "results.md"]
-    paths[0].write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    text = report_json(report)
+    assert json.loads(text) == json.loads(json.dumps(report)), "one-line nights changed the report"
+    paths[0].write_text(text)
     paths[1].write_text(markdown(report))
     return paths
+
+
+def rewrite(out: Path) -> dict[str, Any]:
+    """Recompute the summaries of the ``results.json`` in ``out`` and rewrite both files (no runs;
+    timings and load figures stay those of the run that produced the seasons)."""
+    report = summarize(json.loads((out / "results.json").read_text()))
+    paths = write_report(report, out)
+    _say(f"rewrote {', '.join(str(p) for p in paths)} from their seasons")
+    return report
 
 
 # --- the whole run ------------------------------------------------------------------------------
@@ -644,11 +717,18 @@ def _resumable(path: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def output_dir(options: argparse.Namespace) -> Path:
+    """The committed results with ``--update-results``, else ``--out``, else the scratch folder."""
+    return COMMITTED_OUT if options.update_results else Path(options.out) if options.out else SCRATCH_OUT
+
+
 def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[str, Any]:
     """Run the benchmark and write its files; returns the report. Every input is checked first."""
     if stop is None:
         with StopSignals() as own:
             return run(options, own)
+    if options.rewrite:
+        return rewrite(output_dir(options))
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
     conversations = select(read_locomo(path), wanted)
@@ -724,14 +804,12 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
         "policy": learning_policy().model_dump(mode="json"),
         "real": real,
         "null": null,
-        "real_summary": [owner_summary(s) for s in real],
-        "null_summary": null_summary(null, options.nights) if null else None,
         "machine": {"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()},
         "resumed_seasons": resumed,
         "seconds_total": time.perf_counter() - started,
     }
-    out = COMMITTED_OUT if options.update_results else Path(options.out) if options.out else SCRATCH_OUT
-    paths = write_report(report, out)
+    report = summarize(report)
+    paths = write_report(report, output_dir(options))
     _say(f"wrote {', '.join(str(p) for p in paths)} in {_clock(report['seconds_total'])}; load {_load()}")
     return report
 
