@@ -29,6 +29,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.evidence_io import MODELS, EvidenceIOManager, artifact_target
 from prme_assets.interrupts import StopSignals
-from prme_assets.partitions import LEARNING_TARGETS, encode_target
+from prme_assets.partitions import LEARNING_TARGETS, decode_target, encode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
@@ -248,6 +249,76 @@ def _stored_artifact(store_url: str, owner: str, asset: str, partition: str, run
     return MODELS[body["model"]].model_validate(body["value"])
 
 
+# --- one learning run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LearningRun:
+    """One learning run of a partition: the Dagster result, every gate's mark, and the activation
+    (requested when the activation sensor's logic asked for it; activated when the partition's
+    active profile is then the requested one)."""
+
+    result: Any
+    checks: dict[str, str]
+    activation: dict[str, Any]
+
+    @property
+    def stopped_by(self) -> str | None:
+        """The first gate (pipeline order) that did not pass, or None when every gate passed."""
+        return next((name for _, name in GATE_CHECKS if self.checks[name] != "pass"), None)
+
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+"""Run config that keeps Dagster's console logger quiet (each row says what happened)."""
+
+
+def learn_partition(
+    instance: dg.DagsterInstance, partition: str, resources: dict[str, Any], stop: StopSignals
+) -> LearningRun:
+    """Materialize ``LEARNING_ASSETS`` + ``GATES`` for the partition (in process), then run the
+    activation job if ``activation_request`` returns a run request, as the sensor would."""
+    if not instance.has_dynamic_partition(LEARNING_TARGETS.name, partition):
+        instance.add_dynamic_partitions(LEARNING_TARGETS.name, [partition])
+    result = dg.materialize(
+        [*LEARNING_ASSETS, *GATES],
+        partition_key=partition,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags=stop.run_tags,
+        run_config=QUIET,
+    )
+    stop.settle(result.run_id)
+    stop.raise_if_stopped()
+    checks = {e.check_name: ("pass" if e.passed else "fail") for e in result.get_asset_check_evaluations()}
+    for _, name in GATE_CHECKS:
+        checks.setdefault(name, "not reached")
+
+    request = activation_request(instance, partition, resources["prme_store"])
+    activation = {"requested": False, "activated": False, "reason": "", "profile_id": None}
+    if isinstance(request, dg.RunRequest):
+        profile_id = request.run_config["ops"]["activate_profile_op"]["config"]["profile_id"]
+        ran = activate_profile_job.execute_in_process(
+            run_config={**request.run_config, **QUIET},
+            instance=instance,
+            resources=resources,
+            tags={**request.tags, **stop.run_tags},
+            raise_on_error=False,
+        )
+        stop.settle(ran.run_id)
+        stop.raise_if_stopped()
+        activation.update(
+            requested=True, profile_id=profile_id, reason="activation job " + ("succeeded" if ran.success else "failed")
+        )
+        owner, scopes = decode_target(partition)
+        with resources["prme_store"].client() as client:
+            active = client.get_active_ranking_profile(owner, scopes)
+        activation["activated"] = active is not None and str(active.profile_id) == profile_id
+    else:
+        activation["reason"] = str(request)
+    return LearningRun(result, checks, activation)
+
+
 # --- one owner ----------------------------------------------------------------------------------
 
 
@@ -268,22 +339,8 @@ def run_owner(
         register_holdout(client, conv, split.holdout, limit=options.limit)
 
     partition = encode_target(owner, scopes)
-    instance.add_dynamic_partitions(LEARNING_TARGETS.name, [partition])
-    result = dg.materialize(
-        [*LEARNING_ASSETS, *GATES],
-        partition_key=partition,
-        instance=instance,
-        resources=resources,
-        raise_on_error=False,
-        tags=stop.run_tags,
-        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
-    )
-    run_id = result.run_id
-    stop.settle(run_id)
-    stop.raise_if_stopped()
-    checks = {e.check_name: ("pass" if e.passed else "fail") for e in result.get_asset_check_evaluations()}
-    for _, name in GATE_CHECKS:
-        checks.setdefault(name, "not reached")
+    learned = learn_partition(instance, partition, resources, stop)
+    result, run_id, checks, activation = learned.result, learned.result.run_id, learned.checks, learned.activation
 
     def artifact(asset: str) -> Any:
         return _stored_artifact(store_url, owner, asset, partition, run_id)
@@ -295,29 +352,7 @@ def run_owner(
     proposal_source = "ranking_proposal asset"
     outcome = artifact("full_retrieval_holdout")
 
-    request = activation_request(instance, partition, resources["prme_store"])
-    activation = {"requested": False, "activated": False, "reason": "", "profile_id": None}
-    if isinstance(request, dg.RunRequest):
-        profile_id = request.run_config["ops"]["activate_profile_op"]["config"]["profile_id"]
-        ran = activate_profile_job.execute_in_process(
-            run_config=request.run_config,
-            instance=instance,
-            resources=resources,
-            tags={**request.tags, **stop.run_tags},
-            raise_on_error=False,
-        )
-        stop.settle(ran.run_id)
-        stop.raise_if_stopped()
-        activation.update(
-            requested=True, profile_id=profile_id, reason="activation job " + ("succeeded" if ran.success else "failed")
-        )
-    else:
-        activation["reason"] = str(request)
-
     with MemoryClient(store_url, embedder=embedder) as client:
-        if activation["requested"]:
-            active = client.get_active_ranking_profile(owner, scopes)
-            activation["activated"] = active is not None and str(active.profile_id) == activation["profile_id"]
         snapshot = load_snapshot(client.store, manifest)
         if proposal is None:  # the coverage or replay gate stopped the run before the proposal
             proposal = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_cfg)

@@ -10,6 +10,7 @@ The shuffled snapshot gets its own identity, so no shuffled proposal can pass fo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,15 +26,27 @@ PASSED_OFFLINE = "improved_on_observed_candidates"
 PASSED_HOLDOUT = "improved_full_retrieval"
 
 
+def permute_labels(labels: Mapping[Any, bool], rng: np.random.Generator) -> dict[Any, bool]:
+    """One request's label values permuted among the candidates it labelled (nodes in sorted
+    order, so the same generator state gives the same labels)."""
+    nodes = sorted(labels)
+    values = [labels[n] for n in nodes]
+    permuted = rng.permutation(len(values))
+    return {n: values[int(j)] for n, j in zip(nodes, permuted)}
+
+
+def shuffled_labels(labels: Mapping[Any, bool], seed: int, position: int) -> dict[Any, bool]:
+    """``permute_labels`` with its own PCG64 generator seeded by (seed, position): a request's
+    shuffle depends only on the seed and where the request stands, not on what came before."""
+    return permute_labels(labels, np.random.Generator(np.random.PCG64([seed, position])))
+
+
 def shuffled_snapshot(snapshot: FeedbackSnapshot, seed: int) -> FeedbackSnapshot:
     """``snapshot`` with each record's label values permuted among its labelled candidates."""
     rng = np.random.Generator(np.random.PCG64(seed))
     records, checksums = [], {}
     for record in snapshot.records:  # sorted by feedback id: the same seed gives the same labels
-        nodes = sorted(record.labels)
-        values = [record.labels[n] for n in nodes]
-        permuted = rng.permutation(len(values))
-        labels = {n: values[int(j)] for n, j in zip(nodes, permuted)}
+        labels = permute_labels(record.labels, rng)
         records.append(dataclasses.replace(record, labels=labels))
         checksums[record.feedback_id] = canonical_digest(
             ["prme:locomo-null-control:v1", seed, record.feedback_id, sorted(labels.items())]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -336,10 +336,13 @@ def record_feedback(
     *,
     limit: int = 20,
     scope: str = LOCOMO_SCOPE,
+    relabel: Callable[[Question, dict[UUID, bool]], dict[UUID, bool]] | None = None,
 ) -> dict[str, int]:
     """For each question: a real retrieval with base scoring, then structured-evaluation labels
     (returned evidence turns true, returned other turns false). Questions already judged (by
-    their deterministic feedback id) are skipped, so a rerun adds nothing."""
+    their deterministic feedback id) are skipped, so a rerun adds nothing. ``relabel`` (for a
+    null control) maps a question and its true labels to the labels recorded instead; the
+    ``without_returned_evidence`` count is of the true labels."""
     owner = conversation.sample_id
     clock = conversation_clock(conversation)
     counts = {"recorded": 0, "already_recorded": 0, "without_returned_evidence": 0}
@@ -353,6 +356,8 @@ def record_feedback(
         labels = {r.node_id: r.node_id in relevant for r in response.results}
         if not any(labels.values()):
             counts["without_returned_evidence"] += 1
+        if relabel is not None:
+            labels = relabel(question, labels)
         client.record_relevance(
             response.metadata.request_id, labels, owner=owner, method="structured_evaluation", feedback_id=fid
         )

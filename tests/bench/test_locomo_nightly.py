@@ -1,0 +1,88 @@
+"""The nightly-replay benchmark: a 2-night season of one development owner with one null seed
+(skipped with a message where the LoCoMo data is absent) writes a well-formed report whose counts
+add up; the night split and the recording-time shuffle are deterministic."""
+
+import json
+from uuid import UUID
+
+import pytest
+
+from benchmarks import locomo_nightly
+from benchmarks.locomo_nightly import check_report, split_nights
+from benchmarks.locomo_null import shuffled_labels
+from benchmarks.locomo_report import GATE_NAMES
+from prme_core.datasets.locomo import Question
+from tests.locomo_data import DATA, needs_data
+
+OWNER = "conv-42"  # night 1 stops at coverage, night 2 reaches the offline gate
+
+
+@pytest.fixture(scope="module")
+def nightly_run(tmp_path_factory):
+    if DATA is None or not DATA.is_file():
+        pytest.skip("LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
+    out = tmp_path_factory.mktemp("locomo-nightly")
+    code = locomo_nightly.main(
+        ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", "1", "--out", str(out)]
+    )
+    return code, out
+
+
+@needs_data
+def test_two_night_season_report_is_well_formed(nightly_run):
+    code, out = nightly_run
+    assert code == 0
+    report = json.loads((out / "results.json").read_text())
+    check_report(report)  # raises unless every count adds up
+    assert [s["owner"] for s in report["real"]] == [OWNER]
+    assert [(s["owner"], s["seed"]) for s in report["null"]] == [(OWNER, 0)]
+    for season in [*report["real"], *report["null"]]:
+        nights = season["nights"]
+        assert [n["night"] for n in nights] == [1, 2]
+        assert sum(n["questions"] for n in nights) == season["feedback_questions"] > 0
+        assert nights[-1]["feedback_records"] == season["feedback_questions"]
+        for n in nights:
+            assert n["decision"] and set(n["checks"]) == set(GATE_NAMES)
+            assert n["dagster_run_success"]
+        assert nights[-1]["offline"]["reached"]  # all feedback in: the offline gate is evaluated
+    total = report["null_summary"]["total"]
+    flat = report["null"][0]["nights"]
+    assert total["nights"] == 2 and total["owner_seasons"] == 1
+    assert total["looks"] == sum(n["offline"]["reached"] for n in flat) >= 1
+    assert total["offline_accepts"] == sum(n["checks"]["offline_gate_passed"] == "pass" for n in flat)
+    assert total["activations"] == sum(n["activation"]["activated"] for n in flat)
+    assert [r["night"] for r in report["null_summary"]["per_night"]] == [1, 2]
+    (real,) = report["real_summary"]
+    assert real["owner"] == OWNER and real["activations"] == len(report["real"][0]["activation_nights"])
+    md = (out / "results.md").read_text()
+    assert f"| {OWNER} |" in md and "Null control per night" in md and "Total wall time" in md
+    assert (out / "seasons.jsonl").read_text().count("\n") == 2
+
+
+def _questions(n: int) -> tuple[Question, ...]:
+    return tuple(Question(i, f"q{i}", None, ("D1:1",), 1) for i in range(n))
+
+
+def test_nights_keep_question_order_and_sizes_differ_by_at_most_one():
+    parts = split_nights(_questions(23), 10)
+    assert [len(p) for p in parts] == [3, 3, 3, 2, 2, 2, 2, 2, 2, 2]
+    assert [q.index for p in parts for q in p] == list(range(23))
+    assert [len(p) for p in split_nights(_questions(2), 3)] == [1, 1, 0]
+
+
+def test_recording_time_shuffle_is_seeded_by_seed_and_position():
+    labels = {UUID(int=i): i < 2 for i in range(20)}
+    first = shuffled_labels(labels, 3, 7)
+    assert first == shuffled_labels(labels, 3, 7)
+    assert sorted(first) == sorted(labels) and sum(first.values()) == 2
+    assert any(shuffled_labels(labels, 3, p) != first for p in range(8, 12))
+    assert any(shuffled_labels(labels, s, 7) != first for s in range(4, 8))
+
+
+@needs_data
+def test_check_report_catches_counts_that_do_not_add_up(nightly_run):
+    _, out = nightly_run
+    report = json.loads((out / "results.json").read_text())
+    report["null_summary"]["total"]["looks"] += 1
+    with pytest.raises(AssertionError):
+        check_report(report)
