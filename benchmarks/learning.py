@@ -131,16 +131,26 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--pool", type=int, default=150, help="scored members per receipt's recorded pool")
     parser.add_argument("--paths", default="judged,pool", help="judged: receipts without pools; pool: with")
+    parser.add_argument(
+        "--datasets",
+        default=None,
+        help="keep the generated stores in this folder and reuse them on the next run (default: temporary)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.records.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     results: dict[tuple[str, int], dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.datasets or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for size in sizes:
             for path in paths:
                 pool = args.pool if path == "pool" else 0
-                url = f"duckdb:///{Path(tmp) / f'learning-{path}-{size}.duckdb'}"
-                write_dataset(url, size, args.groups, pool=pool)
+                file = Path(tmp) / f"learning-{path}-{size}-{args.groups}-{pool}.duckdb"
+                url = f"duckdb:///{file}"
+                if not (args.datasets and file.exists()):
+                    file.unlink(missing_ok=True)
+                    write_dataset(url, size, args.groups, pool=pool)
                 r = results[(path, size)] = measure(url, size)
                 kind = f"pools of {pool} members" if pool else "no pools (the version-9 path)"
                 print(
@@ -163,7 +173,8 @@ def main() -> None:
                     f"{r['gain'] if r['gain'] is None else round(r['gain'], 4)}, {r['groups']} groups, "
                     f"{r['pairs']:,} pairs"
                 )
-                Path(tmp, f"learning-{path}-{size}.duckdb").unlink(missing_ok=True)
+                if not args.datasets:
+                    file.unlink(missing_ok=True)
     for path in paths:
         if len(sizes) > 1:
             small, large = sizes[0], sizes[-1]
