@@ -449,6 +449,12 @@ def run_benchmark(opts: argparse.Namespace) -> dict[str, Any]:
             "unexpected_partitions": sorted(set(discovered) - set(partitions))[:20],
         }
         store = PrmeStoreResource(store_url=store_url)
+        from prme_assets.schedules import learning_requests
+
+        scan = time.perf_counter()  # what each later tick costs: a scan of every partition
+        idle = learning_requests(instance, store, batch_size=opts.batch_size, tick="after")
+        result["schedule_scan_seconds"] = round(time.perf_counter() - scan, 2)
+        result["schedule_after_learning"] = getattr(idle, "skip_message", None) or f"{len(idle)} requests"
         batched = decisions(instance, store, partitions)
         by_kind: dict[str, Counter] = {}
         for p, d in batched.items():
@@ -569,6 +575,7 @@ def render(data: dict[str, dict]) -> str:
         ("decisions as planted", None),
         ("decision equality (batch vs alone)", None),
         ("single asset-job run, s (one partition)", "single_run_seconds_mean"),
+        ("schedule tick's scan after learning, s", "schedule_scan_seconds"),
         ("load average at start / after learning", None),
     ]
     labels = sorted(data, key=lambda k: (data[k]["owners"], k))

@@ -25,12 +25,18 @@ DEFAULT_CELERY_BROKER = "pyamqp://guest@localhost:5672//"
 """``dagster-celery``'s own default: the local RabbitMQ."""
 
 
+def celery_config(orchestration: Orchestration) -> dict:
+    """The Celery executor's config: the broker as its environment variable when set (resolved at
+    launch, so no password enters a definition or run), else the local RabbitMQ."""
+    broker = {"env": CELERY_BROKER_ENV} if orchestration.celery_broker_from_env else DEFAULT_CELERY_BROKER
+    return {"broker": broker, "backend": orchestration.celery_backend}
+
+
 def celery_executor(orchestration: Orchestration) -> dg.ExecutorDefinition:
     """``dagster_celery.celery_executor`` on the configured broker (imported only when chosen)."""
     from dagster_celery import celery_executor as base
 
-    broker = {"env": CELERY_BROKER_ENV} if orchestration.celery_broker_from_env else DEFAULT_CELERY_BROKER
-    return base.configured({"broker": broker, "backend": orchestration.celery_backend}, name="prme_celery")
+    return base.configured(celery_config(orchestration), name="prme_celery")
 
 
 def executor_for(orchestration: Orchestration) -> dg.ExecutorDefinition:
