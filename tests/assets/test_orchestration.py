@@ -72,3 +72,25 @@ def test_the_kubernetes_values_serve_the_production_location_with_the_instance_t
     queued = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]
     instance = yaml.safe_load((ROOT / "deploy" / "dagster.postgres.yaml").read_text())
     assert queued["tagConcurrencyLimits"] == instance["concurrency"]["runs"]["tag_concurrency_limits"]
+
+
+def test_the_activation_sensor_examines_a_bounded_window_of_partitions_and_takes_turns(tmp_path, monkeypatch):
+    import dagster as dg
+
+    import prme_assets.activation as activation
+    from prme_assets.partitions import LEARNING_TARGETS
+    from prme_assets.resources import PrmeStoreResource
+
+    monkeypatch.setattr(activation, "ACTIVATION_TICK_LIMIT", 2)
+    keys = ["ann::personal", "ben::personal", "cyd::personal"]
+    store = PrmeStoreResource(store_url=f"duckdb:///{tmp_path / 'store.duckdb'}")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(LEARNING_TARGETS.name, keys)
+        seen = []
+        cursor = None
+        for _ in range(2):
+            context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"prme_store": store})
+            tick = activation.profile_activation_sensor.evaluate_tick(context)
+            seen.append([part.split(":")[0] for part in tick.skip_message.split("; ")])
+            cursor = tick.cursor
+    assert seen == [["ann", "ben"], ["cyd", "ann"]]  # every partition within ceil(3 / 2) ticks
