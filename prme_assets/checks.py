@@ -28,6 +28,11 @@ from prme_core.profiles.model import RankingProfile
 def result(context: dg.AssetCheckExecutionContext, verdict: verdicts.Verdict) -> dg.AssetCheckResult:
     if verdict.outcome == "integrity_failure":
         record_outcome(context, context.check_specs[0].name, verdict)
+    return gate_result(verdict)
+
+
+def gate_result(verdict: verdicts.Verdict) -> dg.AssetCheckResult:
+    """A verdict as a check result (the batched learning job records the same, per partition)."""
     return dg.AssetCheckResult(
         passed=verdict.passed,
         severity=severity(verdict),

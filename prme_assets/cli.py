@@ -5,7 +5,7 @@ store itself), then runs the project's main Dagster job on the embedded default:
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
 ``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml`` and
 bound to one store by ``prme_store.json``). No server is started. ``prme locomo-benchmark``
-runs ``benchmarks.locomo_learning`` from a checkout.
+runs ``benchmarks.locomo_learning`` from a checkout, ``prme scale-benchmark`` ``benchmarks.scale``.
 
 Errors print one line to stderr (``--debug`` or ``PRME_DEBUG=1`` adds the traceback) and exit 2
 for bad input, 1 when a run or the store failed, 130 on Ctrl-C or SIGTERM. Only argparse and the
@@ -294,20 +294,19 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
 # --- prme locomo-benchmark ------------------------------------------------------------------------
 
 
-def _benchmark_module():
-    """``benchmarks.locomo_learning`` of the checkout (benchmarks are not part of the package)."""
+def _benchmark_module(name: str = "locomo_learning", command: str = "locomo-benchmark"):
+    """``benchmarks.<name>`` of the checkout (benchmarks are not part of the package)."""
+    import importlib
+
     root = Path(__file__).resolve().parents[1]
-    if (root / "benchmarks" / "locomo_learning.py").is_file() and str(root) not in sys.path:
+    if (root / "benchmarks" / f"{name}.py").is_file() and str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        from benchmarks import locomo_learning
+        return importlib.import_module(f"benchmarks.{name}")
     except ImportError as exc:
         from prme_core.errors import UnsupportedOperation
 
-        raise UnsupportedOperation(
-            f"prme locomo-benchmark needs a checkout of the repository (benchmarks/): {exc}"
-        ) from None
-    return locomo_learning
+        raise UnsupportedOperation(f"prme {command} needs a checkout of the repository (benchmarks/): {exc}") from None
 
 
 def cmd_locomo_benchmark(args: argparse.Namespace, stop: Any) -> int:
@@ -447,6 +446,12 @@ def _add_api_commands(sub: Any, raw: Any) -> None:
     mcp.set_defaults(func=cmd_mcp, stopped="the MCP server stopped")
 
 
+def cmd_scale_benchmark(args: argparse.Namespace, stop: Any) -> int:
+    _quiet_dagster_warnings()
+    module = _benchmark_module("scale", "scale-benchmark")
+    return module.main(args.benchmark_args, prog="prme scale-benchmark", stop=stop)
+
+
 # --- the parser ---------------------------------------------------------------------------------
 
 
@@ -492,13 +497,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_locomo_benchmark, stopped="its runs were canceled; no results were written")
     _add_api_commands(sub, raw)
+
+    scale = sub.add_parser(
+        "scale-benchmark",
+        add_help=False,
+        help="N learning targets through dagster-daemon on PostgreSQL (prme scale-benchmark --help)",
+    )
+    scale.set_defaults(func=cmd_scale_benchmark, stopped="its processes were stopped; no results were written")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.func is cmd_locomo_benchmark:
+    if args.func in (cmd_locomo_benchmark, cmd_scale_benchmark):
         args.benchmark_args = rest  # its own parser reads them (and answers --help)
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -10,34 +10,33 @@ from prme_assets.activation import (
     profile_activation_sensor,
     rollback_profile_job,
 )
+from prme_assets.batching import learning_batch_job
 from prme_assets.checks import GATES
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
+from prme_assets.executors import FORKSERVER_START, executor_for
 from prme_assets.holdout import full_retrieval_holdout
 from prme_assets.profile import candidate_profile
 from prme_assets.proposal import ranking_proposal
-from prme_assets.resources import LearningPolicyResource, store_resource_from_env
-from prme_assets.schedules import learning_job, nightly_learning_schedule
+from prme_assets.resources import LearningPolicyResource, Orchestration, orchestration_from_env, store_resource_from_env
+from prme_assets.schedules import build_learning_schedule, learning_job
 from prme_assets.snapshot import feedback_snapshot
 from prme_assets.split import query_split
 
 LEARNING_ASSETS = [feedback_snapshot, query_split, ranking_proposal, full_retrieval_holdout, candidate_profile]
 
-FORKSERVER_START = {"forkserver": {"preload_modules": ["prme_assets.definitions"]}}
-"""Step processes fork from a server that has already imported this code location. A learning
-run has twelve steps (five stages, seven gates); spawning each one fresh re-imports Dagster and
-``prme_core`` (about 3.5 s a step on 2 cores), forking from the preloaded server does not."""
-EXECUTOR = dg.multiprocess_executor.configured({"start_method": FORKSERVER_START}, name="prme_multiprocess")
+__all__ = ["FORKSERVER_START", "LEARNING_ASSETS", "build_definitions", "defs"]
 
 
-def build_definitions(resources: dict | None = None) -> dg.Definitions:
+def build_definitions(resources: dict | None = None, orchestration: Orchestration | None = None) -> dg.Definitions:
+    orchestration = orchestration or Orchestration()
     return dg.Definitions(
         assets=list(LEARNING_ASSETS),
         asset_checks=list(GATES),
-        jobs=[learning_job, activate_profile_job, deactivate_profile_job, rollback_profile_job],
+        jobs=[learning_job, learning_batch_job, activate_profile_job, deactivate_profile_job, rollback_profile_job],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],
-        schedules=[nightly_learning_schedule],
-        executor=EXECUTOR,
+        schedules=[build_learning_schedule(orchestration.learning_cron, orchestration.batch_size)],
+        executor=executor_for(orchestration),
         resources=resources
         or {
             "prme_store": store_resource_from_env(),
@@ -47,4 +46,4 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
     )
 
 
-defs = build_definitions()
+defs = build_definitions(orchestration=orchestration_from_env())

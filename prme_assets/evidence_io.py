@@ -19,7 +19,7 @@ from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import SnapshotManifest
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 from prme_core.profiles.model import RankingProfile
-from prme_core.storage import open_store
+from prme_core.storage import Store, open_store
 from prme_core.types import FrozenModel
 
 MODELS: dict[str, type[FrozenModel]] = {
@@ -31,34 +31,39 @@ def artifact_target(asset_key: dg.AssetKey, partition_key: str) -> str:
     return f"{asset_key.to_user_string()}@{partition_key}"
 
 
+def store_evidence(store: Store, asset_key: dg.AssetKey, partition: str, run_id: str, obj: FrozenModel) -> dict:
+    """Append one stage output of a partition as evidence; the metadata naming the stored operation.
+    (The IO manager and the batched learning job both store through here.)"""
+    if type(obj).__name__ not in MODELS:
+        raise TypeError(
+            f"{asset_key.to_user_string()} returned {type(obj).__name__}; the evidence store keeps only {sorted(MODELS)}"
+        )
+    owner, _ = decode_target(partition)
+    body = {
+        "model": type(obj).__name__,
+        "asset": asset_key.to_user_string(),
+        "partition": partition,
+        "run_id": run_id,
+        "value": obj.canonical_dict(),
+    }
+    stored = record_artifact(
+        store, owner=owner, scope_key=partition, target=artifact_target(asset_key, partition), run_id=run_id, body=body
+    )
+    return {"evidence_operation": stored.id, "evidence_checksum": stored.checksum}
+
+
 class EvidenceIOManager(dg.ConfigurableIOManager):
     """Stores stage outputs (frozen models) as append-only operations in the domain store."""
 
     store_url: str
 
     def handle_output(self, context: dg.OutputContext, obj: FrozenModel) -> None:
-        if type(obj).__name__ not in MODELS:
-            raise TypeError(
-                f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; "
-                f"the evidence store keeps only {sorted(MODELS)}"
-            )
-        owner, _ = decode_target(context.partition_key)
-        target = artifact_target(context.asset_key, context.partition_key)
-        body = {
-            "model": type(obj).__name__,
-            "asset": context.asset_key.to_user_string(),
-            "partition": context.partition_key,
-            "run_id": context.run_id,
-            "value": obj.canonical_dict(),
-        }
         store = open_store(self.store_url)
         try:
-            stored = record_artifact(
-                store, owner=owner, scope_key=context.partition_key, target=target, run_id=context.run_id, body=body
-            )
+            meta = store_evidence(store, context.asset_key, context.partition_key, context.run_id, obj)
         finally:
             store.close()
-        context.add_output_metadata({"evidence_operation": stored.id, "evidence_checksum": stored.checksum})
+        context.add_output_metadata(meta)
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output

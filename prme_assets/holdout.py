@@ -14,6 +14,8 @@ from prme_assets.metadata import markdown_table
 from prme_assets.outcome import refusal
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
+from prme_core.engine import MemoryClient
+from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, holdout_stage
 from prme_core.learning.verdicts import offline_gate_verdict, regression_bounds
@@ -58,7 +60,18 @@ def full_retrieval_holdout(
         max_p_value=config.max_p_value,
     )
     with prme_store.client() as client:
-        outcome = holdout_stage(client, ranking_proposal, gate)
+        output = holdout_output(client, ranking_proposal, gate)
+    outcome, e = output.value, output.value.evaluation
+    context.log.info(f"holdout {outcome.status}" + (f": {e.decision}" if e else f": {outcome.message}"))
+    yield output
+
+
+def holdout_output(
+    client: MemoryClient, ranking_proposal: LearningEvaluation, gate: FullRetrievalEvaluationConfig
+) -> dg.Output[HoldoutOutcome]:
+    """The paired retrievals of a proposal whose offline gate passed (the asset and the batched
+    learning job share it)."""
+    outcome = holdout_stage(client, ranking_proposal, gate)
     meta = {
         "status": outcome.status,
         "proposal_input_checksum": outcome.proposal_input_checksum,
@@ -97,5 +110,4 @@ def full_retrieval_holdout(
         )
     else:
         meta["message"] = outcome.message
-    context.log.info(f"holdout {outcome.status}" + (f": {e.decision}" if e else f": {outcome.message}"))
-    yield dg.Output(outcome, metadata=meta)
+    return dg.Output(outcome, metadata=meta)

@@ -12,6 +12,7 @@ import dagster as dg
 from prme_assets.outcome import record_outcome, refusal
 from prme_assets.resources import PrmeStoreResource
 from prme_assets.stage import stage_asset
+from prme_core.engine import MemoryClient
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, candidate_profile_id
 from prme_core.learning.verdicts import holdout_gate_verdict, holdout_memory_verdict, offline_gate_verdict
@@ -40,18 +41,27 @@ def candidate_profile(
         ],
     ):
         return
+    with prme_store.client() as client:
+        output = profile_output(client, ranking_proposal, full_retrieval_holdout)
+    record_outcome(context, "holdout_gate_passed", holdout_verdict, profile_id=str(output.value.profile_id))
+    yield output
+
+
+def profile_output(
+    client: MemoryClient, ranking_proposal: LearningEvaluation, full_retrieval_holdout: HoldoutOutcome
+) -> dg.Output[RankingProfile]:
+    """Create the profile of evidence whose every verdict passed (the asset and the batched
+    learning job share it; both check the verdicts first)."""
     holdout = full_retrieval_holdout.evaluation
     assert holdout is not None  # the holdout gate passed
-    with prme_store.client() as client:
-        profile = client.create_ranking_profile(
-            ranking_proposal,
-            holdout,
-            owner=ranking_proposal.owner,
-            profile_id=candidate_profile_id(ranking_proposal, holdout),
-            baseline_profile_id=full_retrieval_holdout.baseline_profile_id,
-        )
-    record_outcome(context, "holdout_gate_passed", holdout_verdict, profile_id=str(profile.profile_id))
-    yield dg.Output(
+    profile = client.create_ranking_profile(
+        ranking_proposal,
+        holdout,
+        owner=ranking_proposal.owner,
+        profile_id=candidate_profile_id(ranking_proposal, holdout),
+        baseline_profile_id=full_retrieval_holdout.baseline_profile_id,
+    )
+    return dg.Output(
         profile,
         metadata={
             "profile_id": str(profile.profile_id),

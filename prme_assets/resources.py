@@ -1,7 +1,8 @@
 """Resources, chosen from environment variables in this one place.
 
 ``PRME_STORE_URL`` selects the domain store (default: the embedded DuckDB file) and
-``PRME_EMBEDDING`` its semantic channel (``hashed``, the default, or ``minilm``). The learning
+``PRME_EMBEDDING`` its semantic channel (``hashed``, the default, or ``minilm``); the
+``Orchestration`` variables pick the executor and the nightly schedule's cron and batch size. The learning
 policy (gate thresholds and fit parameters) is a resource so every asset and check of a run
 uses the same one; operators override it in run config, tests and the main job in code.
 """
@@ -12,8 +13,10 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 import dagster as dg
+from pydantic import Field
 
 from prme_core.engine import MemoryClient
+from prme_core.errors import InvalidInput
 from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
 from prme_core.learning.full_retrieval import HARM_DEFAULTS, FullRetrievalEvaluationConfig
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
@@ -110,3 +113,46 @@ def store_url_from_env() -> str:
 def store_resource_from_env() -> PrmeStoreResource:
     """``PRME_STORE_URL`` if set, else the embedded DuckDB default; ``PRME_EMBEDDING`` likewise."""
     return PrmeStoreResource(store_url=store_url_from_env(), embedding=embedding_name_from_env())
+
+
+EXECUTOR_ENV = "PRME_EXECUTOR"
+CELERY_BROKER_ENV = "PRME_CELERY_BROKER"
+CELERY_BACKEND_ENV = "PRME_CELERY_BACKEND"
+LEARNING_CRON_ENV = "PRME_LEARNING_CRON"
+BATCH_SIZE_ENV = "PRME_LEARNING_BATCH_SIZE"
+EXECUTORS = ("multiprocess", "celery")
+
+
+class Orchestration(FrozenModel):
+    """How the production code location runs: the executor of its jobs, the nightly schedule's
+    cron and batch size. Defaults: the multiprocess executor, 03:00 UTC, 50 partitions a run."""
+
+    executor: Literal["multiprocess", "celery"] = "multiprocess"
+    celery_broker_from_env: bool = False
+    """Whether ``PRME_CELERY_BROKER`` is set: the executor then reads it at launch (run config
+    names the variable, never a password); otherwise the local RabbitMQ default."""
+    celery_backend: str = "rpc://"
+    learning_cron: str = "0 3 * * *"
+    batch_size: int = Field(default=50, ge=1, le=10_000)
+
+
+def orchestration_from_env() -> Orchestration:
+    """``PRME_EXECUTOR`` (multiprocess | celery), ``PRME_CELERY_BROKER``, ``PRME_CELERY_BACKEND``,
+    ``PRME_LEARNING_CRON`` and ``PRME_LEARNING_BATCH_SIZE``; unset means the default."""
+    env = {
+        k: os.environ.get(k, "").strip() for k in (EXECUTOR_ENV, CELERY_BACKEND_ENV, LEARNING_CRON_ENV, BATCH_SIZE_ENV)
+    }
+    if env[EXECUTOR_ENV] and env[EXECUTOR_ENV] not in EXECUTORS:
+        raise InvalidInput(EXECUTOR_ENV, f"{env[EXECUTOR_ENV]!r} is not one of {', '.join(EXECUTORS)}")
+    if env[BATCH_SIZE_ENV] and not env[BATCH_SIZE_ENV].isdigit():
+        raise InvalidInput(BATCH_SIZE_ENV, f"{env[BATCH_SIZE_ENV]!r} is not a whole number of partitions")
+    values: dict[str, Any] = {"celery_broker_from_env": bool(os.environ.get(CELERY_BROKER_ENV, "").strip())}
+    for field, name in (
+        ("executor", EXECUTOR_ENV),
+        ("celery_backend", CELERY_BACKEND_ENV),
+        ("learning_cron", LEARNING_CRON_ENV),
+        ("batch_size", BATCH_SIZE_ENV),
+    ):
+        if env[name]:
+            values[field] = env[name]
+    return Orchestration(**values)

@@ -5,6 +5,7 @@ import dagster as dg
 from prme_assets.partitions import decode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
+from prme_core.engine import MemoryClient
 from prme_core.learning.discovery import feedback_fingerprint
 from prme_core.learning.snapshot import SnapshotManifest
 
@@ -16,10 +17,17 @@ from prme_core.learning.snapshot import SnapshotManifest
 def feedback_snapshot(
     context: dg.AssetExecutionContext, prme_store: PrmeStoreResource, learning_policy: LearningPolicyResource
 ) -> dg.Output[SnapshotManifest]:
-    owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:
-        fingerprint = feedback_fingerprint(client.store, owner)
-        snapshot = client.snapshot_feedback(owner, max_records=learning_policy.max_records)
+        return snapshot_output(client, context.partition_key, learning_policy)
+
+
+def snapshot_output(
+    client: MemoryClient, partition: str, learning_policy: LearningPolicyResource
+) -> dg.Output[SnapshotManifest]:
+    """The stage's work for one partition (the asset and the batched learning job share it)."""
+    owner, scopes = decode_target(partition)
+    fingerprint = feedback_fingerprint(client.store, owner)
+    snapshot = client.snapshot_feedback(owner, max_records=learning_policy.max_records)
     manifest = snapshot.manifest()
     in_scope = sum(1 for r in snapshot.records if r.scope_key == "+".join(scopes))
     return dg.Output(

@@ -6,7 +6,7 @@ from prme_assets.metadata import markdown_table
 from prme_assets.partitions import decode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
-from prme_core.learning.snapshot import SnapshotManifest, load_snapshot
+from prme_core.learning.snapshot import FeedbackSnapshot, SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary, split_stage
 
 
@@ -20,10 +20,18 @@ def query_split(
     prme_store: PrmeStoreResource,
     learning_policy: LearningPolicyResource,
 ) -> dg.Output[SplitSummary]:
-    owner, scopes = decode_target(context.partition_key)
     with prme_store.client() as client:  # open while the split reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)
-        summary = split_stage(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
+        return split_output(context.partition_key, snapshot, learning_policy)
+
+
+def split_output(
+    partition: str, snapshot: FeedbackSnapshot, learning_policy: LearningPolicyResource
+) -> dg.Output[SplitSummary]:
+    """The stage's work for one partition on its loaded snapshot (the asset and the batched
+    learning job share it)."""
+    owner, scopes = decode_target(partition)
+    summary = split_stage(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
     c = summary.coverage
     return dg.Output(
         summary,

@@ -29,3 +29,29 @@ def multiprocess_learning_job() -> dg.JobDefinition:
     return defs.resolve_job_def("prme_learning_job").with_executor_def(
         dg.multiprocess_executor.configured({"max_concurrent": 2, "start_method": FORKSERVER_START})
     )
+
+
+CELERY_QUEUE_ENV = "PRME_TEST_CELERY_QUEUE"
+
+
+def celery_batch_job() -> dg.JobDefinition:
+    """Two batches of the batched learning op in one run, on the Celery executor: their steps
+    are independent, so two idle workers take one each. The queue is the test's own."""
+    from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
+
+    from prme_assets.batching import learn_partitions
+    from prme_assets.executors import celery_executor
+    from prme_assets.resources import Orchestration
+
+    queue = {DAGSTER_CELERY_QUEUE_TAG: os.environ[CELERY_QUEUE_ENV]}
+
+    @dg.job(
+        name="celery_learning_batches",
+        executor_def=celery_executor(Orchestration(executor="celery", celery_broker_from_env=True)),
+        resource_defs=lab_resources(os.environ["PRME_STORE_URL"]),
+    )
+    def two_batches():
+        learn_partitions.alias("batch_a").tag(queue)()
+        learn_partitions.alias("batch_b").tag(queue)()
+
+    return two_batches

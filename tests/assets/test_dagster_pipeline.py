@@ -206,9 +206,9 @@ def test_the_discovery_sensor_adds_keys_for_new_scope_sets_and_advances_its_curs
 def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance):
     make_lab(lab_url, topics=tuple(TOPICS[:8]))
     store = lab_resources(lab_url)["prme_store"]
-    context = dg.build_schedule_context(instance=instance)
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW)
     before = nightly_learning_schedule(context, prme_store=store)
-    assert [r.partition_key for r in before] == [PARTITION]
+    assert [_batch(r) for r in before] == [[PARTITION]]
     _materialize(lab_url, instance)
     assert isinstance(nightly_learning_schedule(context, prme_store=store), dg.SkipReason)
     with MemoryClient(lab_url) as client:
@@ -217,7 +217,11 @@ def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance
             r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user"
         )
     after = nightly_learning_schedule(context, prme_store=store)
-    assert [r.partition_key for r in after] == [PARTITION] and after[0].run_key != before[0].run_key
+    assert [_batch(r) for r in after] == [[PARTITION]] and after[0].run_key != before[0].run_key
+
+
+def _batch(request: dg.RunRequest) -> list[str]:
+    return request.run_config["ops"]["learn_partitions"]["config"]["partition_keys"]
 
 
 def _multiprocess_run(url, monkeypatch):
