@@ -36,6 +36,7 @@ POOL_DEFAULTS = {
     "max_fit_requests": 1000,
     "search_starts": 32,
     "max_p_value": 0.025,
+    "max_group_requests": 20,
 }
 """What a report records for the fields that came with version-2 reports when the caller leaves
 them unset (the pool-fitting parameters and the sign-flip test's bound)."""
@@ -72,6 +73,10 @@ class LearningConfig(EvolvingModel):
     sample spread over the training groups (by a seeded hash of the request id)."""
     search_starts: Annotated[int, Field(ge=0, le=1000)] | None = None
     """Pool fits: seeded random starting points tried before the coordinate ascent."""
+    max_group_requests: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """Pool fits measure at most this many requests of a validation group (a seeded sample by
+    request id; a group's metric is the mean over its requests and every group weighs the same,
+    so a repeated query asked a thousand times need not be re-ranked a thousand times)."""
     max_p_value: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     """Version-2 offline gate: the validation groups' paired sign-flip test (one-sided) must give
     at most this p-value, besides the bootstrap interval's positive lower end."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from uuid import UUID
 
 import numpy as np
 
@@ -35,7 +34,7 @@ from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.pool_ranking import PoolRequest
 from prme_core.learning.snapshot import FeedbackSnapshot
-from prme_core.learning.split import fit_sample, group_id, is_validation, query_digest
+from prme_core.learning.split import fit_sample, group_id, group_sample, is_validation, query_digest
 from prme_core.receipts.model import PROVENANCE_SINCE
 from prme_core.receipts.projection import FLOAT_COLUMNS
 from prme_core.receipts.projection import scope_key as make_scope_key
@@ -165,8 +164,9 @@ class Prepared:
     path: FitPath = "judged"
     path_reason: str = ""
     pools: dict[int, PoolRequest] = field(default_factory=dict)
-    """Pool path: the recorded pool and labels of every request that is used — each validation
-    request and the training requests the fit re-ranks (``fit_requests``) — by request index."""
+    """Pool path: the recorded pool and labels of every request that is used — the validation
+    requests measured (up to ``max_group_requests`` a group) and the training requests the fit
+    re-ranks (``fit_requests``) — by request index."""
     fit_requests: list[int] = field(default_factory=list)
     """Pool path: indices of the training requests the fit re-ranks (all of them, or a
     deterministic sample of ``LearningConfig.max_fit_requests`` spread over the groups)."""
@@ -266,16 +266,25 @@ def prepare(
     if path == "pool":
         requests, groups = _keep(requests, groups, eligible)
         training = [i for i, r in enumerate(requests) if not r.validation]
+        group_order = {g: k for k, g in enumerate(sorted(groups))}
         sample = [
             training[j]
             for j in fit_sample(
                 [requests[i].request_id for i in training],
-                [sorted(groups).index(requests[i].group) for i in training],
+                [group_order[requests[i].group] for i in training],
                 limit=config.max_fit_requests,
                 seed=config.seed,
             )
         ]
-        used = sorted({i for i, r in enumerate(requests) if r.validation} | set(sample))
+        measured = [
+            info.requests[j]
+            for _, info in sorted(groups.items())
+            if info.validation
+            for j in group_sample(
+                [requests[i].request_id for i in info.requests], limit=config.max_group_requests, seed=config.seed
+            )
+        ]
+        used = sorted(set(measured) | set(sample))
         wanted = [requests[i].request_id for i in used if requests[i].request_id not in inline]
         loaded = {**inline, **(snapshot.pools(wanted) if wanted else {})}
         pools = {i: _pool_request(snapshot, requests[i], loaded[requests[i].request_id]) for i in used}
@@ -362,16 +371,22 @@ def _keep(requests: list[Request], groups: dict[str, Group], keep: set[str]) -> 
     return kept, rebuilt
 
 
+def _uuid_bytes(text: str) -> bytes:
+    """A canonical UUID string's 16 bytes (what ``UUID(text).bytes`` gives, without the object)."""
+    return bytes.fromhex(text.replace("-", ""))
+
+
 def _pool_request(snapshot: FeedbackSnapshot, request: Request, columns: Any) -> PoolRequest:
     evidence = snapshot.receipts[request.request_id]
-    as_bytes = [UUID(n).bytes for n in evidence.node_ids_at(request.positives + request.negatives)]
+    as_bytes = [_uuid_bytes(n) for n in evidence.node_ids_at(request.positives + request.negatives)]
     split = len(request.positives)
     return PoolRequest(columns, tuple(as_bytes[:split]), tuple(as_bytes[split:]))
 
 
 def _returned(snapshot: FeedbackSnapshot, request_id: str) -> tuple[tuple[bytes, ...], tuple[float, ...]]:
     evidence = snapshot.receipts[request_id]
-    ids = tuple(UUID(n).bytes for n in evidence.node_ids())
+    text = evidence.projection.node_ids
+    ids = tuple(map(_uuid_bytes, text.split("\x1f"))) if text else ()
     scores = tuple(evidence.projection.float_block()[0].tolist())  # "score" is the first float column
     return ids, scores
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,8 +212,8 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
     train_pools = PoolSet([prepared.pools[i] for i in sample])
     groups = np.array([local[int(request_group[i])] for i in sample], dtype=np.int64)
     base = everything.judged_metrics(everything.rank(None, recorded=True), cfg.ndcg_k)
-    results = {}
-    for algorithm in (_pool_algorithm(cfg), _other(_pool_algorithm(cfg))):
+
+    def fitted(algorithm: str) -> tuple[Any, ...]:
         objective = PoolObjective(
             train_pools,
             groups,
@@ -227,13 +228,18 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
         )
         adjustment = found.parameters.adjustment()
         offset = 1.0 if algorithm == POOL_NDCG_ALGORITHM else 0.0  # losses: 1 − objective, or the pairwise loss
-        results[algorithm] = (
+        return (
             adjustment,
             offset - found.value_at_identity,
             offset - found.value,
             everything.judged_metrics(everything.rank(adjustment), cfg.ndcg_k),
             found.evaluations,
         )
+
+    # The two objectives are independent searches over read-only pools: one thread each (numpy
+    # releases the GIL in the array work), the same results as one after the other.
+    algorithms = (_pool_algorithm(cfg), _other(_pool_algorithm(cfg)))
+    results = dict(zip(algorithms, _fit_pool().map(fitted, algorithms), strict=True))
     chosen, other = results[_pool_algorithm(cfg)], results[_other(_pool_algorithm(cfg))]
     return _Fitted(
         multipliers=chosen[0],
@@ -246,6 +252,16 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
         alternative=(_other(_pool_algorithm(cfg)), other[0], other[3], other[4]),
         measured=used,
     )
+
+
+_FIT_POOL: ThreadPoolExecutor | None = None
+
+
+def _fit_pool() -> ThreadPoolExecutor:
+    global _FIT_POOL
+    if _FIT_POOL is None:
+        _FIT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prme-pool-fit")
+    return _FIT_POOL
 
 
 def _other(algorithm: str) -> str:

@@ -116,7 +116,7 @@ class PoolSet:
         self.features = np.asfortranarray(features)  # formula 1 reads it column by column
         self.relevance = self.features[:, SEMANTIC_INDEX] + self.features[:, LEXICAL_INDEX] if n else np.zeros(0)
         self.path_score = np.minimum(
-            np.concatenate([_bit_count(r.columns.paths) for r in requests] or [np.zeros(0)]) / 3.0, 1.0
+            _bit_count(np.concatenate([r.columns.paths for r in requests] or [np.zeros(0, np.uint8)])) / 3.0, 1.0
         )
         self.eligible = np.concatenate([r.columns.update_eligible for r in requests] or [np.zeros(0, bool)])
         self.member_context = self.context[self.member_request]
@@ -137,11 +137,9 @@ class PoolSet:
         halves = (
             np.frombuffer(raw, dtype=">u8").reshape(-1, 2).astype(np.uint64) if raw else np.zeros((0, 2), np.uint64)
         )
-        order = np.lexsort((halves[:, 1], halves[:, 0], self.item_request)) if halves.size else np.zeros(0, np.int64)
-        self.id_rank = np.empty(order.size, dtype=np.int64)
-        self.id_rank[order] = np.arange(order.size)
+        self.id_rank = _id_ranks(self.item_request, halves, self.requests)
         # The base order's tie-break (path score, then id) as one integer rank per member.
-        tie_order = np.lexsort((self.id_rank[:n], -self.path_score, self.member_request))
+        tie_order = _ordered_within(self.member_request, self.path_score, self.id_rank[:n], self.requests)
         self._member_tie = np.empty(n, dtype=np.int64)
         self._member_tie[tie_order] = np.arange(n)
         self.items = n + int(o.sum())
@@ -262,10 +260,14 @@ class PoolSet:
             changed[source_request[(dst >= n) | (inherited > own)]] = True
         present = np.flatnonzero(final > -np.inf)
         item_req = self.item_request[present]
-        # Re-sorted by (score, id) where inheritance changed the list, else by (score, path, id).
-        member_tie = self._member_tie[np.minimum(present, max(n - 1, 0))]
-        tie = np.where(changed[item_req] | (present >= n), self.id_rank[present], member_tie)
-        ranked = present[_ordered_within(item_req, final[present], tie, self.requests)]
+        # Re-sorted by (score, id) where inheritance changed the list, else by (score, path, id):
+        # when no list changed and nothing was added, that is the base order already at hand.
+        if not changed.any() and present.size == order.size:
+            ranked = order
+        else:
+            member_tie = self._member_tie[np.minimum(present, max(n - 1, 0))]
+            tie = np.where(changed[item_req] | (present >= n), self.id_rank[present], member_tie)
+            ranked = present[_ordered_within(item_req, final[present], tie, self.requests)]
         ranked_req = self.item_request[ranked]
         ranked_score = final[ranked]
         kept = ranked_score >= self.min_score[ranked_req]
@@ -310,18 +312,39 @@ class PoolSet:
         return scores[self.label_item]
 
 
+def _row_columns(rows: np.ndarray, requests: int) -> tuple[np.ndarray, int]:
+    """Each element's column when the elements of every row are laid side by side (rows may be
+    interleaved; within a row the given order is kept), and the widest row."""
+    grouped = np.argsort(rows, kind="stable")
+    counts = np.bincount(rows, minlength=requests)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    column = np.empty(rows.size, dtype=np.int64)
+    column[grouped] = np.arange(rows.size) - starts[rows[grouped]]
+    return column, int(counts.max(initial=0))
+
+
+def _id_ranks(rows: np.ndarray, halves: np.ndarray, requests: int) -> np.ndarray:
+    """Each item's rank among its request's items by node id (the UUID's 128-bit value, as
+    (high, low) 64-bit halves): the final tie-break of every ordering."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    column, width = _row_columns(rows, requests)
+    top = np.iinfo(np.uint64).max
+    high, low = np.full((requests, width), top, dtype=np.uint64), np.full((requests, width), top, dtype=np.uint64)
+    high[rows, column], low[rows, column] = halves[:, 0], halves[:, 1]
+    order = np.lexsort((low, high), axis=1)
+    ranks = np.empty((requests, width), dtype=np.int64)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(width), (requests, width)), axis=1)
+    return ranks[rows, column]
+
+
 def _ordered_within(rows: np.ndarray, values: np.ndarray, tie: np.ndarray, requests: int) -> np.ndarray:
     """Indices ordering elements by row, then value descending, then ``tie`` ascending — what
     ``np.lexsort((tie, -values, rows))`` gives, sorted row by row in a padded matrix (rows hold a
     few dozen elements, so this is several times faster than one sort over all of them)."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.int64)
-    grouped = np.argsort(rows, kind="stable")
-    counts = np.bincount(rows, minlength=requests)
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    column = np.empty(rows.size, dtype=np.int64)
-    column[grouped] = np.arange(rows.size) - starts[rows[grouped]]
-    width = int(counts.max())
+    column, width = _row_columns(rows, requests)
     score = np.full((requests, width), np.inf)
     ties = np.full((requests, width), np.iinfo(np.int64).max)
     index = np.full((requests, width), -1, dtype=np.int64)

@@ -281,10 +281,13 @@ class LearningEvaluation(EvolvingModel):
         requests = sum(len(q.request_ids) for q in self.queries)
         c = self.coverage
         if self.fit_path == "pool":
-            # A pool fit measures every validation request and the training requests it re-ranked
-            # (all of them, or a sample of ``max_fit_requests`` spread over the groups).
+            # A pool fit measures every validation group (up to ``max_group_requests`` of its
+            # requests) and the training requests it re-ranked (all of them, or a sample of
+            # ``max_fit_requests`` spread over the groups).
             train_requests = sum(len(q.request_ids) for q in self.queries if q.split == "train")
-            if (
+            if any(
+                len(q.request_ids) > self.config.max_group_requests for q in self.queries if q.split == "validation"
+            ) or (
                 len(self.queries) - train != c.validation_queries
                 or train > c.training_queries
                 or train_requests != self.fit_requests

@@ -35,6 +35,19 @@ def is_validation(group: str, *, seed: int, validation_fraction: float) -> bool:
     return value / float(2**256) < validation_fraction
 
 
+def group_sample(request_ids: Sequence[str], *, limit: int, seed: int) -> list[int]:
+    """At most ``limit`` of one group's requests (indices, ascending): the first in the order of
+    a seeded hash of the request id."""
+    if len(request_ids) <= limit:
+        return list(range(len(request_ids)))
+    ranked = sorted(range(len(request_ids)), key=lambda i: _sample_key(seed, request_ids[i]))
+    return sorted(ranked[:limit])
+
+
+def _sample_key(seed: int, request_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{request_id}".encode()).digest()
+
+
 def fit_sample(request_ids: Sequence[str], groups: Sequence[int], *, limit: int, seed: int) -> list[int]:
     """At most ``limit`` of the training requests (indices), spread over their groups: each
     group's requests in the order of a seeded hash of the request id, then round robin over
@@ -45,8 +58,7 @@ def fit_sample(request_ids: Sequence[str], groups: Sequence[int], *, limit: int,
     for i, g in enumerate(groups):
         by_group.setdefault(g, []).append(i)
     queues = [
-        sorted(members, key=lambda i: hashlib.sha256(f"{seed}:{request_ids[i]}".encode()).digest())
-        for _, members in sorted(by_group.items())
+        sorted(members, key=lambda i: _sample_key(seed, request_ids[i])) for _, members in sorted(by_group.items())
     ]
     chosen: list[int] = []
     depth = 0

@@ -141,8 +141,8 @@ class PoolColumns:
             raise ValueError("pool.features and pool.paths hold one entry per member")
         if len(self.outside_cross_scope) != o:
             raise ValueError("pool.outside_cross_scope holds one flag per outside node")
-        ids = np.frombuffer(self.node_bytes + self.outside_bytes, dtype="V16")
-        if np.unique(ids).size != ids.size:
+        raw = self.node_bytes + self.outside_bytes
+        if len({raw[i : i + 16] for i in range(0, len(raw), 16)}) != m + o:
             raise ValueError("pool members and outside neighbours are distinct nodes")
         if m and not np.all(np.isfinite(self.features)):
             raise ValueError("pool features are finite numbers")
@@ -230,18 +230,20 @@ class PoolColumns:
             raise ValueError("the packed pool header's constant columns are not sorted column indices")
         node_bytes = reader.take(16 * m)
         outside_bytes = reader.take(16 * o)
-        features = np.empty((m, width), dtype=np.float64)
-        for j in range(width):
-            column = np.frombuffer(reader.take(8 if j in constant else 8 * m), dtype="<f8")
-            features[:, j] = column[0] if j in constant and m else column
-        paths = np.frombuffer(reader.take(m), dtype=np.uint8).copy()
-        flags = np.frombuffer(reader.take(m), dtype=np.uint8)
-        outside_cross = np.frombuffer(reader.take(o), dtype=np.uint8)
+        # The feature blocks in one read: stored columns hold m values, constant columns one.
+        sizes = np.where(np.isin(np.arange(width), constant), 1, m)
+        block = reader.floats(int(sizes.sum()))
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        rows = np.arange(m)[:, None] * (sizes[None, :] > 1)  # constant columns repeat their value
+        features = block[starts[None, :] + rows] if m else np.zeros((0, width))
+        paths = reader.bytes_array(m).copy()
+        flags = reader.bytes_array(m)
+        outside_cross = reader.bytes_array(o)
         if np.any(flags > 3) or np.any(outside_cross > 1):
             raise ValueError("the packed pool's flags hold values other than 0 and 1")
         if refs >= 0:
-            offsets = np.frombuffer(reader.take(4 * (m + 1)), dtype="<i4").astype(np.int64)
-            neighbour_refs = np.frombuffer(reader.take(4 * refs), dtype="<i4").astype(np.int64)
+            offsets = reader.ints(m + 1).astype(np.int64)
+            neighbour_refs = reader.ints(refs).astype(np.int64)
         else:
             offsets = neighbour_refs = np.zeros(0, dtype=np.int64)
         reader.finish()
@@ -335,6 +337,22 @@ class _Reader:
         out = self.data[self.at : self.at + n].tobytes()
         self.at += n
         return out
+
+    def _array(self, dtype: str, count: int, width: int) -> np.ndarray:
+        if count < 0 or self.at + width * count > len(self.data):
+            raise ValueError("the packed pool is truncated")
+        out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.at)
+        self.at += width * count
+        return out
+
+    def floats(self, count: int) -> np.ndarray:
+        return self._array("<f8", count, 8)
+
+    def bytes_array(self, count: int) -> np.ndarray:
+        return self._array("u1", count, 1)
+
+    def ints(self, count: int) -> np.ndarray:
+        return self._array("<i4", count, 4)
 
     def finish(self) -> None:
         if self.at != len(self.data):
