@@ -87,6 +87,8 @@ class LearningPolicyResource(dg.ConfigurableResource):
     max_fit_requests: int = POOL_DEFAULTS["max_fit_requests"]
     search_starts: int = POOL_DEFAULTS["search_starts"]
     max_p_value: float = POOL_DEFAULTS["max_p_value"]
+    ndcg_margin: float = POOL_DEFAULTS["ndcg_margin"]
+    max_group_requests: int = POOL_DEFAULTS["max_group_requests"]
     max_records: int = DEFAULT_MAX_RECORDS
     holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
     holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")

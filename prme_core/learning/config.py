@@ -37,6 +37,7 @@ POOL_DEFAULTS = {
     "search_starts": 32,
     "max_p_value": 0.025,
     "max_group_requests": 20,
+    "ndcg_margin": 0.02,
 }
 """What a report records for the fields that came with version-2 reports when the caller leaves
 them unset (the pool-fitting parameters and the sign-flip test's bound)."""
@@ -73,6 +74,9 @@ class LearningConfig(EvolvingModel):
     sample spread over the training groups (by a seeded hash of the request id)."""
     search_starts: Annotated[int, Field(ge=0, le=1000)] | None = None
     """Pool fits: seeded random starting points tried before the coordinate ascent."""
+    ndcg_margin: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """Pool NDCG fits: a positive counts as ahead of another candidate only when it scores at least
+    this much more (formula-1 scores lie in about [0, 1.3]); validation measures true NDCG."""
     max_group_requests: Annotated[int, Field(ge=1, le=100_000)] | None = None
     """Pool fits measure at most this many requests of a validation group (a seeded sample by
     request id; a group's metric is the mean over its requests and every group weighs the same,

@@ -222,6 +222,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
             regularization=cfg.pool_regularization if algorithm == POOL_NDCG_ALGORITHM else cfg.regularization,
             margin_scale=cfg.margin_scale,
             base_interactions=base_interactions,
+            ndcg_margin=cfg.ndcg_margin,
         )
         found = search(
             objective, family=cfg.family, seed=cfg.seed, starts=cfg.search_starts, passes_per_step=cfg.passes_per_step

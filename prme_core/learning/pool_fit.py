@@ -9,8 +9,11 @@ what is fitted is what a fresh retrieval over the same memory would return.
 Objectives (training groups only; each group weighs the same, a group's value is the mean over
 its requests):
 
-* ``pool_ndcg_search_v2`` (the default) maximizes judged-positive NDCG@k of the returned list
-  minus ``pool_regularization`` × (Σ (ln m)² + Σ ((β − β_base)/0.5)²);
+* ``pool_ndcg_search_v2`` (the default) maximizes judged-positive NDCG@k of the returned list —
+  with each positive counted at its score less ``ndcg_margin``, so a move scores only when
+  positives lead by a margin (NDCG alone is flat and rewards the smallest change that just
+  flips the training rankings, which generalizes poorly) — minus ``pool_regularization`` ×
+  (Σ (ln m)² + Σ ((β − β_base)/0.5)²);
 * ``pool_pairwise_logistic_v2`` (the named alternative) minimizes the mean softplus of
   ``margin_scale`` × (s_neg − s_pos) over explicit pairs (a judged candidate the list does not
   return scores 0) plus ``regularization`` × the same penalty.
@@ -84,8 +87,10 @@ class PoolObjective:
         regularization: float,
         margin_scale: float,
         base_interactions: tuple[float, ...],
+        ndcg_margin: float = 0.0,
     ) -> None:
         self.pools, self.algorithm, self.k = pools, algorithm, k
+        self.ndcg_margin = ndcg_margin
         self.regularization, self.margin_scale = regularization, margin_scale
         self.base_interactions = base_interactions
         self.request_group = request_group
@@ -106,11 +111,11 @@ class PoolObjective:
 
     def value(self, p: Parameters) -> float:
         self.evaluations += 1
-        ranking = self.pools.rank(p.adjustment())
         if self.algorithm == POOL_NDCG_ALGORITHM:
+            ranking = self.pools.rank(p.adjustment(), positive_margin=self.ndcg_margin)
             ndcg, _ = self.pools.judged_metrics(ranking, self.k)
             return self.group_mean(ndcg) - self.regularization * self.penalty(p)
-        return -(self.pairwise_loss(ranking) + self.regularization * self.penalty(p))
+        return -(self.pairwise_loss(self.pools.rank(p.adjustment())) + self.regularization * self.penalty(p))
 
     def pairwise_loss(self, ranking: PoolRanking) -> float:
         scores = self.pools.judged_scores(ranking)

@@ -177,6 +177,8 @@ class PoolSet:
             pairs_r.append(np.full(p_count * n_count, i))
         self.label_item = np.array(label_item, dtype=np.int64)
         self.label_positive = np.array(label_positive, dtype=bool)
+        self._positive_item = np.zeros(self.items)
+        self._positive_item[self.label_item[self.label_positive]] = 1.0
         self.label_request = np.array(label_request, dtype=np.int64)
         self.pair_positive = np.concatenate(pairs_p).astype(np.int64) if pairs_p else np.zeros(0, np.int64)
         self.pair_negative = np.concatenate(pairs_n).astype(np.int64) if pairs_n else np.zeros(0, np.int64)
@@ -203,8 +205,14 @@ class PoolSet:
             out.append(adjusted_weights(shifted, recorded_multipliers if recorded else adjustment))
         return out
 
-    def rank(self, adjustment: RankingMultipliers | None, *, recorded: bool = False) -> PoolRanking:
-        """Every request's returned list under ``adjustment`` (None: the configured scoring)."""
+    def rank(
+        self, adjustment: RankingMultipliers | None, *, recorded: bool = False, positive_margin: float = 0.0
+    ) -> PoolRanking:
+        """Every request's returned list under ``adjustment`` (None: the configured scoring).
+
+        ``positive_margin`` > 0 orders the final lists as if every judged-positive item scored
+        that much less (the returned scores stay true): a training objective that counts a
+        positive as ahead only when it leads by the margin. Retrieval never does this."""
         weights = self.applied(adjustment, recorded=recorded)
         n = self.n
         s1 = np.empty(n)
@@ -262,12 +270,15 @@ class PoolSet:
         item_req = self.item_request[present]
         # Re-sorted by (score, id) where inheritance changed the list, else by (score, path, id):
         # when no list changed and nothing was added, that is the base order already at hand.
-        if not changed.any() and present.size == order.size:
+        if not changed.any() and present.size == order.size and not positive_margin:
             ranked = order
         else:
             member_tie = self._member_tie[np.minimum(present, max(n - 1, 0))]
             tie = np.where(changed[item_req] | (present >= n), self.id_rank[present], member_tie)
-            ranked = present[_ordered_within(item_req, final[present], tie, self.requests)]
+            key = final[present]
+            if positive_margin:
+                key = key - positive_margin * self._positive_item[present]
+            ranked = present[_ordered_within(item_req, key, tie, self.requests)]
         ranked_req = self.item_request[ranked]
         ranked_score = final[ranked]
         kept = ranked_score >= self.min_score[ranked_req]

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_digest
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
-from prme_core.learning.config import LearningConfig
+from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
 from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM
@@ -221,7 +221,7 @@ class LearningEvaluation(EvolvingModel):
                     "a version-1 report fits six multipliers on judged candidates and records nothing more"
                 )
             return
-        if None in v2 or self.config.fit is None:
+        if None in v2 or any(getattr(self.config, name) is None for name in POOL_DEFAULTS):
             raise ValueError("a version-2 report records its family, fit path and reason, metric and resolved config")
         pool = self.fit_path == "pool"
         if pool != (self.algorithm in (POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM)) or pool != (
