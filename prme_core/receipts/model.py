@@ -385,12 +385,13 @@ class RetrievalReceipt(FrozenModel):
         (when the pool is complete and replayable, it must be one)."""
         pool = self.pool
         assert pool is not None
-        member = {node: i for i, node in enumerate(columns.node_ids)}
+        raw = columns.node_bytes
+        member = {raw[16 * i : 16 * i + 16]: i for i in range(columns.members)}
         for c in self.candidates:
             p = c.provenance
             if p is None:
                 continue
-            at = member.get(p.base_node_id)
+            at = member.get(p.base_node_id.bytes)
             if at is None:
                 if pool.complete and pool.replayable:
                     raise ValueError(
@@ -432,15 +433,16 @@ class RetrievalReceipt(FrozenModel):
     def attach_pool(self, packed: bytes, columns: PoolColumns | None = None) -> RetrievalReceipt:
         """Bind a version-11 receipt to its packed pool columns: the digest must be the one the
         receipt records and the columns must agree with the summary and with every returned
-        candidate's features. ``columns``, when the caller built them with ``packed`` (the
-        pipeline), are checked instead of parsed again. Raises ``ValueError`` naming the
-        mismatch; returns ``self``."""
+        candidate's features. ``columns``, when the caller built them and packed them into
+        ``packed`` (the pipeline, on every retrieval), are taken as built instead of parsed and
+        checked again (every test pool-replays each new receipt); the digest and the members are
+        still checked. Raises ``ValueError`` naming the mismatch; returns ``self``."""
         pool = self.pool
         if not isinstance(pool, PoolSummary):
             raise ValueError(f"a version {self.schema_version} receipt has no packed pool to attach")
         if pool_digest(packed) != pool.sha256:
             raise ValueError("the packed pool does not match the digest its receipt records")
-        columns = PoolColumns.unpack(packed) if columns is None else columns.check()
+        columns = PoolColumns.unpack(packed) if columns is None else columns
         if not pool.matches(columns):
             raise ValueError("the packed pool's member, outside and neighbour counts disagree with its summary")
         if canonical_json(columns.replay) != canonical_json(self.replay_context()):

@@ -143,6 +143,24 @@ class Corpus:
             mask = self.extras[key] = np.isin(self.scope, list(scopes)) if self.size else np.zeros(0, dtype=bool)
         return mask
 
+    def session_windows(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's session neighbours within ``window`` turns (same scope and session, in
+        session order, the row itself left out) as CSR arrays (offsets, rows); computed once per
+        corpus and window. Eligibility is the request's to apply."""
+        key = ("session_windows", window)
+        table = self.extras.get(key)
+        if table is None:
+            offsets, out = [0], []
+            for row in range(self.size):
+                sid = self.session_id[row]
+                if sid is not None:
+                    members = self.sessions[(str(self.scope[row]), sid)]
+                    at = int(self.session_position[row])
+                    out.extend(m for m in members[max(0, at - window) : at + window + 1] if m != row)
+                offsets.append(len(out))
+            table = self.extras[key] = (np.array(offsets, dtype=np.int64), np.array(out, dtype=np.int64))
+        return table
+
     def epistemic_mask(self, types: frozenset[str]) -> np.ndarray:
         """Rows whose epistemic type is one of ``types`` (cached per set; treat as read-only)."""
         key = ("epistemic_mask", types)

@@ -326,6 +326,7 @@ class _Run:
     def rank(self) -> list[Ranked]:
         c, req, a = self.corpus, self.req, self.analysis
         eligible, cross = self.eligible()
+        self.eligible_mask, self.cross_mask = eligible, cross
         query_tokens = lexical_tokens(req.query)
         pool = generation.generate_pool(
             c,
@@ -587,23 +588,10 @@ class _Run:
         chosen = self.base_order[:depth]
         rows = [self.pool_rows[i] for i in chosen]
         offsets: list[int] = []
-        refs: list[int] = []
-        outside_rows: dict[int, int] = {}
-        outside_cross: list[bool] = []
+        offsets = refs = np.zeros(0, dtype=np.int64)
+        outside = np.zeros(0, dtype=np.int64)
         if rows and req.packing.session_context_top_k > 0:
-            member = {row: j for j, row in enumerate(rows)}
-            offsets.append(0)
-            for row in rows:
-                for n in self.scored.neighbours(row):
-                    j = member.get(n.row)
-                    if j is None:
-                        j = outside_rows.get(n.row)
-                        if j is None:
-                            j = outside_rows[n.row] = len(outside_rows)
-                            outside_cross.append(n.cross_scope)
-                        j += len(rows)
-                    refs.append(j)
-                offsets.append(len(refs))
+            offsets, refs, outside = self._pool_neighbours(np.array(rows, dtype=np.int64))
         eligible = self.scored.update_eligible if rows else ()
         cross = self.scored.cross_scope if rows else ()
         context = replay_context(
@@ -619,14 +607,14 @@ class _Run:
         )
         columns = PoolColumns.of(
             tuple(c.uuids[r] for r in rows),
-            tuple(c.uuids[r] for r in outside_rows),
+            tuple(c.uuids[r] for r in outside.tolist()),
             features=self.features[chosen] if rows else np.zeros((0, len(TRACE_FEATURES))),
             paths=np.array([path_mask(self.pool.paths[i]) for i in chosen], dtype=np.uint8),
             cross_scope=np.array([cross[i] for i in chosen], dtype=bool),
             update_eligible=np.array([bool(eligible[i]) for i in chosen], dtype=bool),
-            neighbour_offsets=np.array(offsets, dtype=np.int64),
-            neighbour_refs=np.array(refs, dtype=np.int64),
-            outside_cross_scope=np.array(outside_cross, dtype=bool),
+            neighbour_offsets=offsets,
+            neighbour_refs=refs,
+            outside_cross_scope=self.cross_mask[outside] if outside.size else np.zeros(0, dtype=bool),
             replay=context,
         )
         packed = columns.pack()
@@ -640,6 +628,30 @@ class _Run:
             episodic=self.episodic,
         )
         return summary, columns, packed
+
+    def _pool_neighbours(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets, references, outside rows) of the recorded members' eligible session
+        neighbours: a reference below the member count names a member, otherwise an outside
+        node, numbered in the order the members first name it (``receipts.pool``)."""
+        table_offsets, table_rows = self.corpus.session_windows(self.req.packing.session_context_window)
+        starts, ends = table_offsets[rows], table_offsets[rows + 1]
+        counts = ends - starts
+        flat = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+        candidates = table_rows[flat]
+        owner = np.repeat(np.arange(rows.size), counts)
+        keep = self.eligible_mask[candidates]
+        candidates, owner = candidates[keep], owner[keep]
+        position = np.full(self.corpus.size, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size)
+        member = position[candidates]
+        others = candidates[member < 0]
+        first = np.unique(others, return_index=True)[1]
+        outside = others[np.sort(first)]  # outside nodes in the order of first mention
+        number = np.full(self.corpus.size, -1, dtype=np.int64)
+        number[outside] = rows.size + np.arange(outside.size)
+        refs = np.where(member >= 0, member, number[candidates])
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=rows.size))])
+        return offsets.astype(np.int64), refs.astype(np.int64), outside
 
     def _provenance(self, r: Ranked, formula: int) -> ScoreProvenance:
         f = self.features[r.source]
