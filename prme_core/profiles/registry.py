@@ -321,9 +321,9 @@ def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState 
     """The newest pointer change of (owner, scope key), found through its head row and believed
     only if the change index agrees and the logged change itself verifies.
 
-    Two small statements, neither of which scans the log: the head row with the newest entry of
-    the append-only change index (both by key), then the named change from the log by its
-    position (only when there is a head).
+    Two small statements, neither of which scans the log: the head row with the newest position
+    of the append-only change index (both by key), then the named change from the log by its id,
+    which must sit at that position (only when there is a head).
     The head must name the newest indexed change (or be absent when there is none), and that
     change must pass its owner and checksum checks. Raises ``PointerHeadStale`` when the head
     disagrees and ``CorruptRecord`` when the change fails verification or is missing.
@@ -336,13 +336,13 @@ def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState 
                 "rebuild the head from the log (rebuild_pointer_head)"
             )
         return None
-    if newest is None or head != newest:
+    if newest is None or head[1] != newest:
         raise PointerHeadStale(
             f"the pointer head of {owner!r}/{key!r} names {head[0]}, which is not the newest "
             "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)"
         )
-    op_id, seq = newest
-    op = tx.operation_at(op_id, seq)
+    op_id, seq = head[0], newest
+    op = tx.operation_at(op_id, seq)  # the named change must sit at the newest indexed position
     if op is None or op.op_type != OP_STATE or op.scope_key != key:
         raise CorruptRecord(
             f"pointer change {op_id} of {owner!r}/{key!r} is missing from the log or filed "

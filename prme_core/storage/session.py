@@ -610,10 +610,12 @@ class StoreSession:
         return [(r[0], r[1], int(r[2])) for r in rows]
 
     def operation_at(self, op_id: str, seq: int) -> StoredOperation | None:
-        """The operation with this id at this log position, unverified. The position bound lets
-        DuckDB (which scans rather than using the key index) skip every other row group."""
-        rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE seq = ? AND id = ?", [seq, op_id])
-        return row_operation(rows[0]) if rows else None
+        """The operation with this id, unverified, if it sits at this log position (None
+        otherwise). Looked up by id alone: a second predicate on the position made DuckDB read
+        the row group's payloads (3.2 ms against 0.55 ms with ~20k operations)."""
+        rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
+        op = row_operation(rows[0]) if rows else None
+        return op if op is not None and op.seq == seq else None
 
     # --- records found without their owner (API keys: the key names the owner, not the reverse)
 
@@ -636,20 +638,22 @@ class StoreSession:
 
     # --- ranking pointer heads (a derived index over the pointer changes in the log) -----
 
-    def pointer_position(
-        self, owner: str, scope_key: str
-    ) -> tuple[tuple[str, int | None] | None, tuple[str, int] | None]:
+    def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None, int | None]:
         """In one statement: (operation id, log seq) named by the head row of (owner, scope key),
-        and (operation id, log seq) of the newest entry of the append-only change index; None
-        where there is no such row."""
+        and the log seq of the newest entry of the append-only change index; None where there is
+        no such row."""
         rows = self.conn.fetchall(
             "SELECT 0, op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? UNION ALL "
-            "SELECT 1, op_id, seq FROM (SELECT op_id, seq FROM ranking_pointer_changes WHERE owner = ? "
-            "AND scope_key = ? ORDER BY seq DESC LIMIT 1) AS newest",
+            "SELECT 1, NULL, max(seq) FROM ranking_pointer_changes WHERE owner = ? AND scope_key = ?",
             [owner, scope_key, owner, scope_key],
         )
-        found = {int(kind): (op_id, None if seq is None else int(seq)) for kind, op_id, seq in rows}
-        return found.get(0), found.get(1)  # type: ignore[return-value]
+        head, newest = None, None
+        for kind, op_id, seq in rows:
+            if int(kind) == 0:
+                head = (op_id, None if seq is None else int(seq))
+            elif seq is not None:
+                newest = int(seq)
+        return head, newest
 
     def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
         """Point the head row of (owner, scope key) at a stored pointer change."""
