@@ -373,6 +373,7 @@ def run_owner(
         per_group: dict[str, dict[str, float]] = {}
         lambdarank: dict[str, Any] = {"status": "no holdout evaluation"}
         oracle: dict[str, Any] = {"status": "no holdout evaluation"}
+        feedback_oracle: dict[str, Any] = {"status": "no holdout evaluation"}
         if evaluation is not None:
             trials = locomo_ranking.holdout_trials(
                 evaluation, lambda rid: client.get_receipt(rid, owner, with_pool=True)
@@ -400,6 +401,9 @@ def run_owner(
             lambdarank["on_returned_candidates"] = on_candidates
             oracle = locomo_ranking.family_oracle(trials, k=HOLDOUT_K, seed=policy.seed)
             lists["oracle_v2"] = oracle.pop("rankings")
+            chosen_on = locomo_ranking.feedback_trials(client, conv, split.feedback, owner=owner, limit=options.limit)
+            feedback_oracle = locomo_ranking.family_oracle(chosen_on, k=HOLDOUT_K, seed=policy.seed, apply_to=trials)
+            lists["feedback_oracle_v2"] = feedback_oracle.pop("rankings")
             judged = locomo_ranking.compare(trials, lists, HOLDOUT_K)
             _check_against_report(owner, judged, evaluation)
             rankings = {name: Metrics(**{k: v for k, v in j.items() if k != "per_group"}) for name, j in judged.items()}
@@ -492,6 +496,7 @@ def run_owner(
         rankings=rankings,
         lambdarank=lambdarank,
         oracle=oracle,
+        feedback_oracle=feedback_oracle,
         null_control=NullControl(**null),
         diagnosis=diagnosis,
         seconds=time.perf_counter() - started,

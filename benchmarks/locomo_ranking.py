@@ -29,6 +29,7 @@ from uuid import UUID
 
 import numpy as np
 
+from prme_core.datasets.locomo import feedback_id
 from prme_core.features import FEATURE_COLUMNS, TRACE_FEATURES
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
@@ -36,6 +37,7 @@ from prme_core.learning.observations import Prepared
 from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, PoolObjective, search
 from prme_core.learning.pool_ranking import PoolRequest, PoolSet
 from prme_core.learning.snapshot import FeedbackSnapshot
+from prme_core.learning.split import group_id
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import FLOAT_COLUMNS, INT_COLUMNS, PackedProjection, packed_projection
 from prme_core.retrieval.config import ScoringWeights
@@ -43,7 +45,7 @@ from prme_core.retrieval.multipliers import FAMILY_V2, RankingMultipliers, adjus
 from prme_core.retrieval.pool_replay import replay_pool, scored_pool
 from prme_core.retrieval.ranking import formula_scores
 from prme_core.retrieval.scoring import redistribute
-from prme_core.retrieval.text import lexical_tokens
+from prme_core.retrieval.text import lexical_tokens, normalize_query
 
 METRICS = ("recall", "ndcg", "mrr")
 _RECORDED = ("score", *FEATURE_COLUMNS)
@@ -244,10 +246,14 @@ def pool_rerank(trials: Sequence[Trial], multipliers: RankingMultipliers) -> lis
 ORACLE_STARTS = 64
 
 
-def family_oracle(trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, Any]:
-    """The family-2 adjustment that maximizes group-mean NDCG@k on these holdout trials against
-    their complete relevant sets (pool replay of the baseline arm, the fit's own search with
-    more starts and no regularization): the most any profile of the family could gain here."""
+def family_oracle(
+    trials: Sequence[Trial], *, k: int, seed: int, apply_to: Sequence[Trial] | None = None
+) -> dict[str, Any]:
+    """The family-2 adjustment that maximizes group-mean NDCG@k on ``trials`` against their
+    complete relevant sets (pool replay of each trial's baseline arm, the fit's own search with
+    more starts and no regularization), and its rankings of ``apply_to`` (default: the same
+    trials). On the holdout trials it is the most any profile of the family could gain there; on
+    the feedback questions it is the most any learner of the family could take from them."""
     requests, groups = [], {}
     for t in trials:
         columns = t.baseline.pool_columns()
@@ -269,11 +275,28 @@ def family_oracle(trials: Sequence[Trial], *, k: int, seed: int) -> dict[str, An
     multipliers = found.parameters.adjustment()
     return {
         "multipliers": multipliers.model_dump(),
-        "holdout_ndcg_at_identity": found.value_at_identity,
-        "holdout_ndcg": found.value,
+        "chosen_on": len(groups),
+        "ndcg_at_identity": found.value_at_identity,
+        "ndcg": found.value,
         "search_evaluations": found.evaluations,
-        "rankings": pool_rerank(trials, multipliers),
+        "rankings": pool_rerank(trials if apply_to is None else apply_to, multipliers),
     }
+
+
+def feedback_trials(client: Any, conversation: Any, questions: Sequence[Any], *, owner: str, limit: int) -> list[Trial]:
+    """The owner's recorded feedback retrievals as trials judged against each question's complete
+    evidence set (more than production feedback ever knows: every relevant turn, returned or not)."""
+    out = []
+    for question in questions:
+        record = client.get_relevance(feedback_id(conversation, question), owner)
+        if record is None:
+            continue
+        receipt = client.get_receipt(record.request_id, owner, with_pool=True)
+        relevant = frozenset(conversation.resolve(question)[0])
+        if not relevant or receipt.result_limit != limit:
+            continue
+        out.append(Trial(group_id(normalize_query(question.question)), receipt.query, relevant, receipt, receipt))
+    return out
 
 
 POOL_FEATURES = (*TRACE_FEATURES, "path_score", "base_score", "base_position")

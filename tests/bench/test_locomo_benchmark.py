@@ -125,6 +125,11 @@ def test_challenger_rankings_are_judged_on_the_same_holdout_groups(benchmark_run
         if HAS_LIGHTGBM:
             assert o.lambdarank["status"] == "trained" and o.lambdarank["training_requests"] > 0
         assert "label_density" in o.diagnosis and o.diagnosis["exploratory_refits"]
+        for oracle, chosen_on in ((o.oracle, o.holdout.baseline.query_groups), (o.feedback_oracle, None)):
+            # each oracle's search starts at the identity and never ends below it on its own questions
+            assert oracle["ndcg"] >= oracle["ndcg_at_identity"] and oracle["chosen_on"] > 0
+            assert chosen_on is None or oracle["chosen_on"] == chosen_on
+        assert o.feedback_oracle["chosen_on"] <= o.coverage.feedback_records  # one group per question at most
 
 
 @needs_data
