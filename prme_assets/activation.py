@@ -21,6 +21,7 @@ from prme_assets.resources import STORE_POOL, PrmeStoreResource
 from prme_core.errors import ReactivationRefused
 from prme_core.learning.stages import activation_change_id
 from prme_core.profiles import registry as profiles
+from prme_core.profiles.model import RankingProfileState
 from prme_core.profiles.verdicts import runtime_verdict
 
 ACTIVATION_TAG = "prme/activation_target"
@@ -194,9 +195,27 @@ def deactivate_profile_op(context: dg.OpExecutionContext, config: DeactivationCo
         state = client.deactivate_ranking_profile(
             owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(
-        {"change_id": str(state.change_id), "previous_profile_id": str(state.previous_profile_id)}
-    )
+    context.add_output_metadata(_operator_change_metadata(context, state, done="deactivated"))
+
+
+def _operator_change_metadata(
+    context: dg.OpExecutionContext, state: RankingProfileState, *, done: str
+) -> dict[str, str | bool]:
+    """What an operator job's change did, for its log and its step metadata: a retry with a
+    recorded change id changes nothing and says so, with the pointer as it is now."""
+    in_force = state.superseded_by or state
+    if state.replayed:
+        context.log.info(
+            f"change {state.change_id} was already recorded at {state.changed_at.isoformat()}; nothing changed"
+        )
+    return {
+        "outcome": "already_recorded" if state.replayed else done,
+        "no_op_rerun": state.replayed,
+        "change_id": str(state.change_id),
+        "changed_at": state.changed_at.isoformat(),
+        "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
+        "active_profile_id": str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring",
+    }
 
 
 @dg.job(tags={"prme/kind": "deactivation"}, description="Operator job: deactivate the profile of one partition.")
@@ -220,12 +239,7 @@ def rollback_profile_op(context: dg.OpExecutionContext, config: RollbackConfig, 
         state = client.rollback_ranking_profile(
             config.profile_id or None, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(
-        {
-            "change_id": str(state.change_id),
-            "active_profile_id": str(state.active_profile_id) if state.active_profile_id else "base",
-        }
-    )
+    context.add_output_metadata(_operator_change_metadata(context, state, done="rolled_back"))
 
 
 @dg.job(tags={"prme/kind": "rollback"}, description="Operator job: roll one partition back.")

@@ -8,7 +8,12 @@ import dagster as dg
 import psycopg
 
 import prme_assets.holdout as holdout_asset
-from prme_assets.activation import activate_profile_job, activation_request
+from prme_assets.activation import (
+    activate_profile_job,
+    activation_request,
+    deactivate_profile_job,
+    rollback_profile_job,
+)
 from prme_assets.check_records import latest_checks
 from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS, build_definitions
@@ -121,6 +126,54 @@ def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and
     assert response.metadata.ranking_profile_status == "none"
     reason = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
     assert isinstance(reason, str) and "served before" in reason and "rollback_profile_job" in reason
+
+
+def test_operator_jobs_rerun_with_their_change_id_change_nothing_and_say_so(lab_url, instance):
+    make_lab(lab_url)
+    assert _materialize(lab_url, instance).success
+    request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
+    activated = activate_profile_job.execute_in_process(
+        run_config=request.run_config, instance=instance, resources=lab_resources(lab_url)
+    )
+    profile_id = _activation_metadata(activated)["profile_id"]
+
+    def run(job, op, config):
+        result = job.execute_in_process(
+            run_config={"ops": {op: {"config": {"partition_key": PARTITION, **config}}}},
+            instance=instance,
+            resources=lab_resources(lab_url),
+        )
+        return _activation_metadata(result)
+
+    deactivation = {"change_id": str(uuid.uuid4())}
+    first = run(deactivate_profile_job, "deactivate_profile_op", deactivation)
+    assert (first["outcome"], first["no_op_rerun"]) == ("deactivated", False)
+    assert (first["previous_profile_id"], first["active_profile_id"]) == (profile_id, "base scoring")
+    again = run(deactivate_profile_job, "deactivate_profile_op", deactivation)
+    assert (again["outcome"], again["no_op_rerun"], again["change_id"]) == (
+        "already_recorded",
+        True,
+        first["change_id"],
+    )
+
+    rollback = {"profile_id": profile_id, "change_id": str(uuid.uuid4())}
+    back = run(rollback_profile_job, "rollback_profile_op", rollback)
+    assert (back["outcome"], back["active_profile_id"], back["previous_profile_id"]) == (
+        "rolled_back",
+        profile_id,
+        "base scoring",
+    )
+    stale = run(deactivate_profile_job, "deactivate_profile_op", deactivation)  # the old deactivation, retried
+    assert (stale["outcome"], stale["active_profile_id"]) == (
+        "already_recorded",
+        profile_id,
+    )  # the pointer as it is now
+    again = run(rollback_profile_job, "rollback_profile_op", rollback)
+    assert (again["outcome"], again["change_id"]) == ("already_recorded", back["change_id"])
+    with MemoryClient(lab_url) as client:
+        actions = [s.action for s in client.ranking_profile_history(OWNER, SCOPES)]
+        assert actions == ["rollback", "deactivate", "activate"]  # newest first, no duplicates
+        assert client.get_active_ranking_profile(OWNER, SCOPES).profile_id == uuid.UUID(profile_id)
 
 
 def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
