@@ -2,7 +2,9 @@
 for 10k and 100k relevance records (1,000 query groups, 50-candidate receipts) on DuckDB.
 
 Run: ``python -m benchmarks.learning [--records 10000,100000] [--groups 1000]``.
-Target (issue 5): 100k records in ≤ 30 s on this machine, snapshot read from DuckDB included.
+Target (issues 5 and 16): 100k records in ≤ 30 s on this machine, snapshot read from DuckDB
+included, on the judged path and on the pool path (receipts with recorded pools, fitted by pool
+replay), printed side by side.
 
 Setup goes through the project's own code, so the data follows the current receipt schema:
 ``synthetic_receipt`` builds genuine receipts (scores from the real formula, candidates in the
