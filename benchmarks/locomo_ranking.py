@@ -253,7 +253,18 @@ def family_oracle(
     complete relevant sets (pool replay of each trial's baseline arm, the fit's own search with
     more starts and no regularization), and its rankings of ``apply_to`` (default: the same
     trials). On the holdout trials it is the most any profile of the family could gain there; on
-    the feedback questions it is the most any learner of the family could take from them."""
+    the feedback questions it shows what a learner of the family could take from them even with
+    perfect labels. With no trials to choose on it keeps unity (and says so)."""
+    if not trials:
+        return {
+            "status": "no trials to choose on: unity kept",
+            "multipliers": RankingMultipliers().model_dump(),
+            "chosen_on": 0,
+            "ndcg_at_identity": None,
+            "ndcg": None,
+            "search_evaluations": 0,
+            "rankings": pool_rerank(apply_to or (), RankingMultipliers()),
+        }
     requests, groups = [], {}
     for t in trials:
         columns = t.baseline.pool_columns()

@@ -225,3 +225,11 @@ def test_tenant_mode_stores_every_conversation_under_one_owner_and_runs_the_same
     per_owner = {c: split_questions(conversations[c]) for c in ("conv-30", "conv-26")}
     assert tenant.feedback_questions == sum(len(s.feedback) for s in per_owner.values())  # the same hash split
     assert tenant.offline.fit_path == "pool" and "learned_v2" in tenant.rankings
+
+
+def test_the_family_oracle_keeps_unity_when_an_owner_has_nothing_to_choose_on():
+    from benchmarks.locomo_ranking import family_oracle
+
+    found = family_oracle([], k=10, seed=7, apply_to=[])
+    assert found["chosen_on"] == 0 and found["ndcg"] is None and found["rankings"] == []
+    assert set(found["multipliers"].values()) == {1.0} and "unity" in found["status"]
