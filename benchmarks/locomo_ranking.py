@@ -302,9 +302,11 @@ def feedback_trials(client: Any, conversation: Any, questions: Sequence[Any], *,
         record = client.get_relevance(feedback_id(conversation, question), owner)
         if record is None:
             continue
-        receipt = client.get_receipt(record.request_id, owner, with_pool=True)
         relevant = frozenset(conversation.resolve(question)[0])
-        if not relevant or receipt.result_limit != limit:
+        if not relevant:
+            continue
+        receipt = client.get_receipt(record.request_id, owner, with_pool=True)
+        if receipt.result_limit != limit:
             continue
         out.append(Trial(group_id(normalize_query(question.question)), receipt.query, relevant, receipt, receipt))
     return out

@@ -32,6 +32,31 @@ class ActivationConfig(dg.Config):
     profile_id: str
 
 
+def _pointer_change_metadata(
+    context: dg.OpExecutionContext, state: RankingProfileState, *, done: str
+) -> dict[str, str | bool]:
+    """What a pointer change did, for the op's log and step metadata (activation and the operator
+    jobs alike): a retry with a recorded change id changes nothing and says so, reporting the
+    pointer as it is now."""
+    in_force = state.superseded_by or state
+    active = str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring"
+    if state.replayed:
+        context.log.info(
+            f"change {state.change_id} was already recorded at {state.changed_at.isoformat()}; "
+            f"nothing changed; the active profile is {active}"
+        )
+    else:
+        context.log.info(f"{done.replace('_', ' ')} (change {state.change_id}); the active profile is {active}")
+    return {
+        "outcome": "already_recorded" if state.replayed else done,
+        "no_op_rerun": state.replayed,
+        "change_id": str(state.change_id),
+        "changed_at": state.changed_at.isoformat(),
+        "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
+        "active_profile_id": active,
+    }
+
+
 @dg.op(
     pool=STORE_POOL,
     description="Re-verify a candidate profile's evidence, runtime compatibility and the "
@@ -69,26 +94,9 @@ def activate_profile_op(
             raise dg.Failure(
                 description=str(exc), metadata={"profile_id": str(profile.profile_id), "outcome": "refused"}
             ) from None
-    in_force = state.superseded_by or state  # a replay reports the pointer as it is now
-    active = str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring"
-    if state.replayed:
-        context.log.info(
-            f"activation already recorded (change {state.change_id} at {state.changed_at.isoformat()}); "
-            f"nothing changed; the active profile is {active}"
-        )
-    else:
-        context.log.info(f"activated {profile.profile_id} (change {state.change_id})")
     return dg.Output(
         {"profile_id": str(profile.profile_id), "change_id": str(state.change_id)},
-        metadata={
-            "profile_id": str(profile.profile_id),
-            "change_id": str(state.change_id),
-            "outcome": "already_recorded" if state.replayed else "activated",
-            "no_op_rerun": state.replayed,
-            "active_profile_id": active,
-            "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
-            "changed_at": state.changed_at.isoformat(),
-        },
+        metadata={"profile_id": str(profile.profile_id), **_pointer_change_metadata(context, state, done="activated")},
     )
 
 
@@ -195,27 +203,7 @@ def deactivate_profile_op(context: dg.OpExecutionContext, config: DeactivationCo
         state = client.deactivate_ranking_profile(
             owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(_operator_change_metadata(context, state, done="deactivated"))
-
-
-def _operator_change_metadata(
-    context: dg.OpExecutionContext, state: RankingProfileState, *, done: str
-) -> dict[str, str | bool]:
-    """What an operator job's change did, for its log and its step metadata: a retry with a
-    recorded change id changes nothing and says so, with the pointer as it is now."""
-    in_force = state.superseded_by or state
-    if state.replayed:
-        context.log.info(
-            f"change {state.change_id} was already recorded at {state.changed_at.isoformat()}; nothing changed"
-        )
-    return {
-        "outcome": "already_recorded" if state.replayed else done,
-        "no_op_rerun": state.replayed,
-        "change_id": str(state.change_id),
-        "changed_at": state.changed_at.isoformat(),
-        "previous_profile_id": str(state.previous_profile_id) if state.previous_profile_id else "base scoring",
-        "active_profile_id": str(in_force.active_profile_id) if in_force.active_profile_id else "base scoring",
-    }
+    context.add_output_metadata(_pointer_change_metadata(context, state, done="deactivated"))
 
 
 @dg.job(tags={"prme/kind": "deactivation"}, description="Operator job: deactivate the profile of one partition.")
@@ -239,7 +227,7 @@ def rollback_profile_op(context: dg.OpExecutionContext, config: RollbackConfig, 
         state = client.rollback_ranking_profile(
             config.profile_id or None, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(_operator_change_metadata(context, state, done="rolled_back"))
+    context.add_output_metadata(_pointer_change_metadata(context, state, done="rolled_back"))
 
 
 @dg.job(tags={"prme/kind": "rollback"}, description="Operator job: roll one partition back.")
