@@ -477,17 +477,30 @@ def _group_results(
 
 def _summary(queries: Sequence[FullRetrievalQueryResult], cfg: FullRetrievalEvaluationConfig) -> dict[str, Any]:
     """Macro-averaged metrics, paired gains, regression share, interval and decision."""
+    arms = [
+        {m: np.array([getattr(q, f"{arm}_{m}") for q in queries], dtype=np.float64) for m in METRICS}
+        for arm in ("baseline", "candidate")
+    ]
+    return summarize_groups(arms[0], arms[1], cfg)
+
+
+def summarize_groups(
+    baseline: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray], cfg: FullRetrievalEvaluationConfig
+) -> dict[str, Any]:
+    """The report's summary and decision from per-group metrics of both arms (``METRICS`` →
+    one value per query group, in group order): what a holdout report derives and checks."""
     out: dict[str, Any] = {}
     differences: dict[str, np.ndarray] = {}
     for m in METRICS:
-        base = np.array([getattr(q, f"baseline_{m}") for q in queries], dtype=np.float64)
-        cand = np.array([getattr(q, f"candidate_{m}") for q in queries], dtype=np.float64)
+        base = np.asarray(baseline[m], dtype=np.float64)
+        cand = np.asarray(candidate[m], dtype=np.float64)
         differences[m] = cand - base
         out[f"baseline_{m}"], out[f"candidate_{m}"] = float(base.mean()), float(cand.mean())
         out[f"{m}_gain"] = float(differences[m].mean())
     diffs = differences["ndcg"]
-    out["regression_fraction"] = float(np.count_nonzero(diffs < -TOLERANCE)) / len(queries)
-    enough = len(queries) >= cfg.min_query_groups
+    groups = len(diffs)
+    out["regression_fraction"] = float(np.count_nonzero(diffs < -TOLERANCE)) / groups
+    enough = groups >= cfg.min_query_groups
     interval = bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed) if enough else None
     out["ndcg_gain_interval"] = interval
     bounds: dict[str, Any] = {

@@ -66,6 +66,57 @@ def synthetic_receipt(
     feats = np.array([[rng.random() for _ in range(WEIGHT_COUNT)] + neutral for _ in range(members)])
     signal_col = WEIGHT_FIELDS.index(signal)
     relevant_mask = feats[:, signal_col] + np.array([rng.gauss(0.0, noise) for _ in range(members)]) > threshold
+    receipt, ids = features_receipt(
+        rng, feats, owner=owner, query=query, scopes=scopes, candidates=candidates, weights=weights, pool=pool > 0
+    )
+    return receipt, {ids[i] for i in range(members) if relevant_mask[i]}
+
+
+def synthetic_record(
+    rng: random.Random,
+    receipt: RetrievalReceipt,
+    relevant: set[UUID],
+    *,
+    judged: int | None = None,
+    shuffle: bool = False,
+    method: str = "structured_evaluation",
+) -> RelevanceRecord:
+    """Labels for the first ``judged`` candidates (all by default); ``shuffle`` permutes the
+    labels among those candidates (the null control: same label counts, no signal)."""
+    nodes = [c.node_id for c in receipt.candidates][: judged or len(receipt.candidates)]
+    labels = [n in relevant for n in nodes]
+    if shuffle:
+        rng.shuffle(labels)
+    return RelevanceRecord(
+        feedback_id=_uuid(rng),
+        request_id=receipt.request_id,
+        labels=dict(zip(nodes, labels)),
+        surface="results",
+        method=method,
+        owner=receipt.owner,
+        recorded_at=SYNTHETIC_CLOCK,
+        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(),
+        scope_key=scope_key(receipt.scopes),
+    )
+
+
+def features_receipt(
+    rng: random.Random,
+    feats: np.ndarray,
+    *,
+    owner: str,
+    query: str,
+    scopes: Sequence[str] = ("personal",),
+    candidates: int = 20,
+    weights: ScoringWeights | None = None,
+    pool: bool = True,
+) -> tuple[RetrievalReceipt, list[UUID]]:
+    """A replayable receipt over given feature rows (``feats``: one row of ``TRACE_FEATURES``
+    per pool member) and the members' node ids, in row order. Scores come from the real formula
+    under ``weights``; the best ``candidates`` are returned; with ``pool`` the receipt records
+    every row as its complete pool (session inheritance off), so it can be pool-replayed."""
+    weights = weights or ScoringWeights()
+    members = len(feats)
     w = np.tile(np.array(weights.additive_vector()), (members, 1))
     scalars = np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (members, 1))
     scores = weighted_base_scores(feats, w, scalars)
@@ -75,7 +126,7 @@ def synthetic_receipt(
     order = sorted(
         range(members), key=lambda i: sort_key("score_path_id", float(scores[i]), path_scores[i], ids[i].int, False)
     )
-    if pool > 0:
+    if pool:
         packing = PackingConfig(receipt_pool_depth=members, session_context_top_k=0)
         context = replay_context(
             scoring=weights,
@@ -143,32 +194,4 @@ def synthetic_receipt(
         pool_columns=columns,
         execution=RetrievalExecution(parameters={"synthetic": True}, features={"synthetic": "planted-signal-v1"}),
     )
-    return receipt, {ids[i] for i in range(members) if relevant_mask[i]}
-
-
-def synthetic_record(
-    rng: random.Random,
-    receipt: RetrievalReceipt,
-    relevant: set[UUID],
-    *,
-    judged: int | None = None,
-    shuffle: bool = False,
-    method: str = "structured_evaluation",
-) -> RelevanceRecord:
-    """Labels for the first ``judged`` candidates (all by default); ``shuffle`` permutes the
-    labels among those candidates (the null control: same label counts, no signal)."""
-    nodes = [c.node_id for c in receipt.candidates][: judged or len(receipt.candidates)]
-    labels = [n in relevant for n in nodes]
-    if shuffle:
-        rng.shuffle(labels)
-    return RelevanceRecord(
-        feedback_id=_uuid(rng),
-        request_id=receipt.request_id,
-        labels=dict(zip(nodes, labels)),
-        surface="results",
-        method=method,
-        owner=receipt.owner,
-        recorded_at=SYNTHETIC_CLOCK,
-        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(),
-        scope_key=scope_key(receipt.scopes),
-    )
+    return receipt, ids
