@@ -689,7 +689,7 @@ def method_section(report: BenchmarkReport) -> list[str]:
                 "holdout_max_mean_harm",
                 "holdout_severe_loss",
                 "holdout_max_severe_share",
-                "holdout_max_p_value",
+                "holdout_alpha_budget",
                 "fit",
                 "family",
                 "pool_regularization",

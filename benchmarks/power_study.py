@@ -7,7 +7,7 @@ version, ``--update-results`` to write ``benchmarks/results/power/``).
 Each *owner-season* draws a fresh synthetic owner (``benchmarks.power_world``) whose true
 full-retrieval gain is δ: n judged feedback queries arriving over 10 nights (night t holds the
 first ⌈n·t/10⌉, every group on the same side of the fixed hash split every night), and a
-holdout of max(50, n/2) queries with complete relevant sets, registered before the first night.
+holdout of 300 queries with complete relevant sets, registered before the first night.
 Every night runs the real learning code on the feedback so far: ``learning.observations.prepare``
 and ``learning.offline.evaluate_prepared`` (the proposal stage the Dagster asset and the batch
 job call: the coverage minimums, the pool-replay fit, the validation statistics), then the
@@ -26,6 +26,7 @@ a *season* activates on the first night both gates pass, every nightly look coun
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import pickle
@@ -45,23 +46,22 @@ from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig, sum
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import coverage_sufficient, evaluate_prepared
 from prme_core.learning.pool_ranking import PoolRequest, PoolSet
+from prme_core.learning.proposal import offline_gate
 from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.receipts.store import receipt_bytes
 
 DELTAS = (0.0, 0.01, 0.02, 0.03, 0.05)
 VOLUMES = (100, 200, 400, 800, 1600)
 NIGHTS = 10
-NULL_SEEDS = 200
-"""Seasons per δ = 0 cell: a false-activation rate near 5% is then known to about ±3 points (95%)."""
-SEEDS = 60
+NULL_SEEDS = 120
+"""Seasons per δ = 0 cell: with none activating, the 95% upper bound is 3.0%; a rate near 5%
+would be known to about ±4 points."""
+SEEDS = 40
 """Seasons per δ > 0 cell."""
-HOLDOUT_SHARE, MIN_HOLDOUT = 0.5, 50
+HOLDOUT_QUERIES = 300
+"""Holdout queries an operator registered before the first night (LoCoMo's tenant-sized owner: 307)."""
 SCRATCH = Path(".prme/benchmarks/power")
 RESULTS = Path(__file__).parent / "results" / "power"
-
-
-def holdout_size(n: int) -> int:
-    return max(MIN_HOLDOUT, int(n * HOLDOUT_SHARE))
 
 
 @dataclass
@@ -89,6 +89,8 @@ class Season:
     holdout_queries: int
     looks: list[Look]
     seconds: float
+    base_ndcg: np.ndarray | None = None
+    base_recall: np.ndarray | None = None
 
 
 def _checksum(receipt) -> str:
@@ -97,12 +99,12 @@ def _checksum(receipt) -> str:
     return hashlib.sha256(receipt_bytes(receipt)).hexdigest()
 
 
-def run_season(delta: float, n: int, seed: int, beta: float) -> Season:
+def run_season(delta: float, n: int, seed: int, beta: float, config: LearningConfig | None = None) -> Season:
     started = time.perf_counter()
     tag = f"power:{delta}:{n}:{seed}"
     rng = np.random.default_rng([int(delta * 1e4), n, seed])
     feedback = world.draw_queries(rng, beta, n, f"feedback {seed}")
-    holdout = world.Holdout(world.draw_queries(rng, beta, holdout_size(n), f"holdout {seed}"), tag)
+    holdout = world.Holdout(world.draw_queries(rng, beta, HOLDOUT_QUERIES, f"holdout {seed}"), tag)
     receipts, records, judged_requests = [], [], []
     for i, q in enumerate(feedback):
         receipt, ids = world.receipt_of(q, f"{tag}:feedback:{i}")
@@ -119,8 +121,7 @@ def run_season(delta: float, n: int, seed: int, beta: float) -> Season:
             )
         )
     planted = world.planted_profile(beta)
-    config = LearningConfig()
-    hold_cfg = FullRetrievalEvaluationConfig().resolved()
+    config = config or LearningConfig()
     looks = []
     for night in range(1, NIGHTS + 1):
         m = math.ceil(n * night / NIGHTS)
@@ -133,38 +134,37 @@ def run_season(delta: float, n: int, seed: int, beta: float) -> Season:
         look.training_groups = report.coverage.training_queries
         look.validation_groups = report.coverage.validation_queries
         if look.coverage:
-            diffs = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
-            look.validation_differences = diffs
+            look.validation_differences = [
+                q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"
+            ]
             look.offline = {
-                "decision_v2": report.decision,
+                "decision": report.decision,
                 "gain": report.validation_ndcg_gain,
                 "interval": list(report.validation_gain_interval),
                 "pairwise_gain": report.validation_pairwise_gain,
                 "sign_flip_p": report.sign_flip_p,
                 "multipliers": report.multipliers.model_dump(),
+                "config": report.config.model_dump(mode="json"),
             }
             ndcg, recall = holdout.metrics(report.multipliers)
-            base_ndcg, base_recall = holdout.base
-            zeros = np.zeros_like(ndcg)
-            summary = summarize_groups(
-                {"ndcg": base_ndcg, "recall": base_recall, "mrr": zeros},
-                {"ndcg": ndcg, "recall": recall, "mrr": zeros},
-                hold_cfg,
-            )
-            look.holdout_differences = (ndcg - base_ndcg).tolist()
-            true_gain = holdout_true_gain(report.multipliers, beta, seed)
+            look.holdout_differences = (ndcg - holdout.base[0]).tolist()
             look.holdout = {
-                "decision_v2": summary["decision"],
-                "gain": summary["ndcg_gain"],
-                "interval": list(summary["ndcg_gain_interval"] or (None, None)),
-                "recall_gain": summary["recall_gain"],
-                "harm": summary["harm"],
-                "severe_share": summary["severe_share"],
-                "sign_flip_p": summary["sign_flip_p"],
-                "true_gain": true_gain,
+                "ndcg": ndcg,
+                "recall": recall,
+                "true_gain": holdout_true_gain(report.multipliers, beta, seed),
             }
         looks.append(look)
-    return Season(delta, n, seed, beta, holdout.size, looks, time.perf_counter() - started)
+    return Season(
+        delta,
+        n,
+        seed,
+        beta,
+        holdout.size,
+        looks,
+        time.perf_counter() - started,
+        base_ndcg=holdout.base[0],
+        base_recall=holdout.base[1],
+    )
 
 
 def _ideal(requests: list[PoolRequest], planted) -> dict:
@@ -244,19 +244,298 @@ def load(out: Path) -> list[Season]:
     return [pickle.loads(p.read_bytes()) for p in sorted((out / "seasons").glob("*.pkl"))]
 
 
+# --- the designs' decisions ----------------------------------------------------------------------
+
+TODAY, SEQUENTIAL, IDEAL = "today", "sequential", "ideal"
+DESIGNS = (TODAY, SEQUENTIAL, IDEAL)
+DESIGN_LABELS = {
+    TODAY: "today (v2: bootstrap + sign-flip at 2.5% on each gate, every night alone)",
+    SEQUENTIAL: "sequential (v3: screen at 0.2, holdout confirms within a 5% budget spent over its looks)",
+    IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
+}
+
+
+def offline_passes(look: Look, design: str) -> bool:
+    """The proposal stage's gate, as report version 2 (today) or 3 (sequential) decides it."""
+    o = look.offline
+    config = LearningConfig.model_validate(o["config"])
+    version = 3
+    if design == TODAY:
+        config, version = config.model_copy(update={"max_p_value": V2_OFFLINE_P}), 2
+    decision = offline_gate(
+        schema_version=version,
+        config=config,
+        ndcg_gain=o["gain"],
+        interval_low=o["interval"][0],
+        pairwise_gain=o["pairwise_gain"],
+        p_value=o["sign_flip_p"],
+    )
+    return decision == "improved_on_observed_candidates"
+
+
+V2_OFFLINE_P = 0.025
+"""The offline sign-flip bound version-2 reports recorded."""
+
+
+def holdout_summary(season: Season, look: Look, design: str, holdout_look: int) -> dict:
+    """The holdout report's summary and decision (``summarize_groups``) under the design's gate."""
+    if design == TODAY:
+        config = FullRetrievalEvaluationConfig().resolved_v2()
+    else:
+        config = FullRetrievalEvaluationConfig().resolved(look=holdout_look)
+    zeros = np.zeros(season.holdout_queries)
+    return summarize_groups(
+        {"ndcg": season.base_ndcg, "recall": season.base_recall, "mrr": zeros},
+        {"ndcg": look.holdout["ndcg"], "recall": look.holdout["recall"], "mrr": zeros},
+        config,
+    )
+
+
+@dataclass
+class Outcome:
+    night: int | None  # the first night both gates passed (None: the season never activated)
+    true_gain: float | None  # the activated proposal's true gain
+    holdout_looks: int  # holdout evaluations the season ran
+
+
+def season_outcome(season: Season, design: str, *, nights: Iterable[int] | None = None) -> Outcome:
+    """Activation over the season's nights (or only ``nights``), every look counted: the
+    sequential design numbers its holdout looks, each spending its share of the budget."""
+    wanted = set(nights) if nights is not None else None
+    looks = 0
+    for look in season.looks:
+        if wanted is not None and look.night not in wanted:
+            continue
+        if design == IDEAL:
+            if look.ideal["passed"]:
+                return Outcome(look.night, None, 0)
+            continue
+        if not look.coverage or not offline_passes(look, design):
+            continue
+        looks += 1
+        if holdout_summary(season, look, design, looks)["decision"] == "improved_full_retrieval":
+            return Outcome(look.night, look.holdout["true_gain"], looks)
+    return Outcome(None, None, looks)
+
+
+def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    if trials == 0:
+        return (float("nan"), float("nan"))
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cell_rates(seasons: list[Season]) -> dict:
+    """Per design: activation on one look (the last night judged alone) and over the season."""
+    out: dict = {"seasons": len(seasons)}
+    for design in DESIGNS:
+        single = [season_outcome(s, design, nights=[NIGHTS]) for s in seasons]
+        season = [season_outcome(s, design) for s in seasons]
+        hits_single = sum(o.night is not None for o in single)
+        hits_season = sum(o.night is not None for o in season)
+        activated_gains = [o.true_gain for o in season if o.true_gain is not None]
+        out[design] = {
+            "single": hits_single / len(seasons),
+            "single_ci": wilson(hits_single, len(seasons)),
+            "season": hits_season / len(seasons),
+            "season_ci": wilson(hits_season, len(seasons)),
+            "mean_first_night": (
+                float(np.mean([o.night for o in season if o.night is not None])) if hits_season else None
+            ),
+            "activated_true_gain": float(np.mean(activated_gains)) if activated_gains else None,
+            "activated_below_baseline": sum(g < 0 for g in activated_gains),
+            "holdout_looks": float(np.mean([o.holdout_looks for o in season])),
+        }
+    return out
+
+
+def volume_for(rates: dict[int, float], target: float = 0.8) -> float | None:
+    """The judged-query volume where the activation probability reaches ``target``,
+    interpolated on log2(n) between the studied volumes (None: not reached)."""
+    ns = sorted(rates)
+    if rates[ns[0]] >= target:
+        return float(ns[0])
+    for a, b in zip(ns, ns[1:]):
+        if rates[a] < target <= rates[b]:
+            t = (target - rates[a]) / (rates[b] - rates[a])
+            return float(2 ** (math.log2(a) + t * (math.log2(b) - math.log2(a))))
+    return None
+
+
+def analyze(seasons: list[Season]) -> dict:
+    cells: dict[tuple[float, int], list[Season]] = {}
+    for s in seasons:
+        cells.setdefault((s.delta, s.n), []).append(s)
+    table = {f"{d}:{n}": cell_rates(ss) for (d, n), ss in sorted(cells.items())}
+    n80: dict = {}
+    for delta in sorted({d for d, _ in cells}):
+        if delta == 0.0:
+            continue
+        for design in DESIGNS:
+            for kind in ("single", "season"):
+                rates = {n: table[f"{delta}:{n}"][design][kind] for (d, n) in cells if d == delta}
+                n80[f"{delta}:{design}:{kind}"] = volume_for(rates)
+    return {"cells": table, "n80": n80}
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _volume(x: float | None, top: int) -> str:
+    return f"> {top}" if x is None else f"{x:.0f}"
+
+
+def markdown(result: dict, meta: dict) -> str:
+    cells, n80 = result["cells"], result["n80"]
+    deltas = sorted({float(k.split(":")[0]) for k in cells})
+    volumes = sorted({int(k.split(":")[1]) for k in cells})
+    lines = [
+        "# Planted-effect power study",
+        "",
+        f"Generated by `python -m benchmarks.power_study --update-results` ({meta['seconds'] / 60:.0f} min on "
+        f"{meta['workers']} workers, {meta['seasons']} owner-seasons). Each owner-season: n judged feedback "
+        f"queries over {NIGHTS} nights, {HOLDOUT_QUERIES} holdout queries with complete relevant sets, the real "
+        "proposal stage every night and the holdout summary; see `benchmarks/power_study.py` and "
+        "`benchmarks/power_world.py` for the world.",
+        "",
+        "Designs:",
+        "",
+        *[f"- **{d}** — {DESIGN_LABELS[d]}" for d in DESIGNS],
+        "",
+        "## Judged queries for 80% activation",
+        "",
+        "| true gain δ | design | one look | 10-night season |",
+        "|---|---|---|---|",
+    ]
+    for delta in deltas:
+        if delta == 0.0:
+            continue
+        for design in DESIGNS:
+            lines.append(
+                f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], volumes[-1])} | "
+                f"{_volume(n80[f'{delta}:{design}:season'], volumes[-1])} |"
+            )
+    for kind, title in (("single", "one look (the last night judged alone)"), ("season", "a 10-night season")):
+        lines += [
+            "",
+            f"## Probability of activation, {title}",
+            "",
+            "| δ | design | " + " | ".join(f"n={n}" for n in volumes) + " |",
+            "|---|---|" + "---|" * len(volumes),
+        ]
+        for delta in deltas:
+            for design in DESIGNS:
+                row = [cells[f"{delta}:{n}"][design] for n in volumes]
+                lines.append(
+                    f"| {delta:.2f} | {design} | "
+                    + " | ".join(
+                        f"{_pct(r[kind])} [{_pct(r[kind + '_ci'][0])}, {_pct(r[kind + '_ci'][1])}]" for r in row
+                    )
+                    + " |"
+                )
+    lines += [
+        "",
+        "## False activation (δ = 0)",
+        "",
+        "| design | " + " | ".join(f"n={n}" for n in volumes) + " |",
+        "|---|" + "---|" * len(volumes),
+    ]
+    for design in (TODAY, SEQUENTIAL):
+        lines.append(
+            f"| {design}: one look / season | "
+            + " | ".join(
+                f"{cells[f'0.0:{n}'][design]['single']:.1%} / {cells[f'0.0:{n}'][design]['season']:.1%} "
+                f"(≤ {cells[f'0.0:{n}'][design]['season_ci'][1]:.1%}, {cells[f'0.0:{n}']['seasons']} seasons)"
+                for n in volumes
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "Brackets: Wilson 95% intervals; the bound in parentheses is the season rate's upper end.",
+        "Activated profiles below their baseline (true gain < 0), over all cells: "
+        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in (TODAY, SEQUENTIAL))
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def chart(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = result["cells"]
+    deltas = sorted({float(k.split(":")[0]) for k in cells})
+    volumes = sorted({int(k.split(":")[1]) for k in cells})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    styles = {TODAY: ":", SEQUENTIAL: "-", IDEAL: "--"}
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
+    for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
+        for colour, delta in zip(colours, deltas, strict=True):
+            for design in DESIGNS:
+                if design == IDEAL and delta == 0.0:
+                    continue
+                ys = [cells[f"{delta}:{n}"][design][kind] for n in volumes]
+                ax.plot(volumes, ys, styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
+        ax.axhline(0.8, color="grey", lw=0.6)
+        ax.axhline(0.05, color="red", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(volumes, [str(n) for n in volumes])
+        ax.set_xlabel("judged feedback queries (n)")
+        ax.set_title(f"P(activation), {title}")
+    axes[0].set_ylabel("probability")
+    axes[1].legend(fontsize=6, ncol=2, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=SCRATCH)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--quick", action="store_true", help="20 null and 10 other seasons per cell")
+    parser.add_argument("--quick", action="store_true", help="8 null and 4 other seasons per cell")
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     args = parser.parse_args(argv)
-    null_seeds, seeds = (20, 10) if args.quick else (NULL_SEEDS, SEEDS)
+    null_seeds, seeds = (8, 4) if args.quick else (NULL_SEEDS, SEEDS)
     if not args.analyze_only:
         run(plan(DELTAS, VOLUMES, null_seeds, seeds), args.out, args.workers)
+    started = time.perf_counter()
     seasons = load(args.out)
-    print(f"{len(seasons)} seasons loaded", file=sys.stderr)
+    print(f"{len(seasons)} seasons loaded; deciding every look under each design", file=sys.stderr, flush=True)
+    result = analyze(seasons)
+    meta = {
+        "seasons": len(seasons),
+        "workers": args.workers,
+        "seconds": sum(s.seconds for s in seasons) / max(1, args.workers),
+        "analysis_seconds": time.perf_counter() - started,
+        "nights": NIGHTS,
+        "holdout_queries": HOLDOUT_QUERIES,
+        "world": {
+            "pool": world.POOL,
+            "returned": world.RETURNED,
+            "noise": world.NOISE,
+            "covered_share": world.COVERED_SHARE,
+            "missed": world.MISSED,
+            "wrong": world.WRONG,
+            "beta": {str(d): world.calibrate(d) for d in sorted({s.delta for s in seasons})},
+        },
+    }
+    text = markdown(result, meta)
+    print(text)
+    target = RESULTS if args.update_results else args.out
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "results.md").write_text(text)
+    (target / "results.json").write_text(json.dumps({"meta": meta, **result}, indent=1, sort_keys=True))
+    chart(result, target / "power.png")
+    print(f"wrote {target}/results.md, results.json and power.png", file=sys.stderr)
     return 0
 
 

@@ -31,7 +31,8 @@ class HoldoutRunConfig(dg.Config):
     max_mean_harm: float | None = None
     severe_loss: float | None = None
     max_severe_share: float | None = None
-    max_p_value: float | None = None
+    alpha_budget: float | None = None
+    """The error budget this partition's holdout looks share (the look's level is derived from it)."""
 
 
 @stage_asset(
@@ -57,7 +58,7 @@ def full_retrieval_holdout(
         max_mean_harm=config.max_mean_harm,
         severe_loss=config.severe_loss,
         max_severe_share=config.max_severe_share,
-        max_p_value=config.max_p_value,
+        alpha_budget=config.alpha_budget,
     )
     with prme_store.client() as client:
         output = holdout_output(client, ranking_proposal, gate)

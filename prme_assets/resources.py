@@ -18,7 +18,7 @@ from pydantic import Field
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput
 from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
-from prme_core.learning.full_retrieval import HARM_DEFAULTS, FullRetrievalEvaluationConfig
+from prme_core.learning.full_retrieval import DEFAULT_ALPHA_BUDGET, HARM_DEFAULTS, FullRetrievalEvaluationConfig
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 from prme_core.retrieval.embedding import embedding_provider
 from prme_core.settings import embedding_name_from_env
@@ -60,7 +60,7 @@ HOLDOUT_FIELDS = {
     "max_mean_harm": "holdout_max_mean_harm",
     "severe_loss": "holdout_severe_loss",
     "max_severe_share": "holdout_max_severe_share",
-    "max_p_value": "holdout_max_p_value",
+    "alpha_budget": "holdout_alpha_budget",
 }
 """``FullRetrievalEvaluationConfig`` field → the policy field that sets it (seed and bootstrap
 samples are shared with the offline proposal); every ``LearningConfig`` field has its own name."""
@@ -97,7 +97,9 @@ class LearningPolicyResource(dg.ConfigurableResource):
     holdout_max_mean_harm: float = HARM_DEFAULTS["max_mean_harm"]
     holdout_severe_loss: float = HARM_DEFAULTS["severe_loss"]
     holdout_max_severe_share: float = HARM_DEFAULTS["max_severe_share"]
-    holdout_max_p_value: float = HARM_DEFAULTS["max_p_value"]
+    holdout_alpha_budget: float = DEFAULT_ALPHA_BUDGET
+    """The error budget every holdout look of a partition and baseline shares (the k-th look
+    may spend ``budget / (k (k + 1))``)."""
 
     def learning_config(self) -> LearningConfig:
         return LearningConfig(**{field: getattr(self, field) for field in LearningConfig.model_fields})

@@ -12,7 +12,7 @@ from prme_core.feedback import ablation, citations, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
 from prme_core.feedback.relevance import RelevanceRecord
-from prme_core.learning import holdout
+from prme_core.learning import holdout, looks
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import (
     FullRetrievalEvaluation,
@@ -390,8 +390,11 @@ class MemoryClient:
         candidate_multipliers: Any,
         baseline_multipliers: Any = None,
         config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+        baseline_profile_id: Any = None,
     ) -> FullRetrievalEvaluation:
-        """Evaluate paired trials whose receipts are read from this store (owner-checked)."""
+        """Evaluate paired trials whose receipts are read from this store (owner-checked). The
+        evaluation is a recorded look at the scope set's holdout against ``baseline_profile_id``
+        (the profile whose multipliers the baseline arm used; None: base scoring)."""
         owner = check_owner(owner)
         scope_set = self.memory.check_scopes(scopes)
         check_sha256(proposal_input_checksum, "proposal_input_checksum")
@@ -404,8 +407,30 @@ class MemoryClient:
             else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
         )
         parsed = parse_trials(trials)
+        baseline_id = None if baseline_profile_id is None else parse_uuid(baseline_profile_id, "baseline_profile_id")
         ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
         receipts = get_receipts(self.store, owner, ids)
+        evaluate_full_retrieval(  # everything verified before the look is spent
+            receipts,
+            parsed,
+            owner=owner,
+            scopes=scope_set,
+            proposal_input_checksum=proposal_input_checksum,
+            memory_artifact_sha256=memory_artifact_sha256,
+            candidate_multipliers=candidate,
+            baseline_multipliers=baseline,
+            config=cfg,
+        )
+        look = looks.record_look(
+            self.store,
+            owner=owner,
+            scopes=scope_set,
+            baseline_profile_id=baseline_id,
+            proposal_input_checksum=proposal_input_checksum,
+            candidate_multipliers=candidate,
+            memory_artifact_sha256=memory_artifact_sha256,
+            group_ids=[t.group_id for t in parsed],
+        )
         return evaluate_full_retrieval(
             receipts,
             parsed,
@@ -416,6 +441,7 @@ class MemoryClient:
             candidate_multipliers=candidate,
             baseline_multipliers=baseline,
             config=cfg,
+            look=look.look,
         )
 
     def evaluate_holdout(
@@ -434,7 +460,7 @@ class MemoryClient:
         proposal = parse_model(LearningEvaluation, proposal, "proposal")
         cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
         scopes = self.memory.check_scopes(proposal.scopes, "proposal.scopes")
-        _, baseline = self.holdout_baseline(proposal.owner, scopes)
+        baseline_id, baseline = self.holdout_baseline(proposal.owner, scopes)
         run = self.run_holdout(
             proposal.owner,
             scopes,
@@ -442,7 +468,20 @@ class MemoryClient:
             baseline_multipliers=baseline,
             excluded_query_digests=proposal.query_digests(),
         )
-        return run.evaluate(proposal.input_checksum, cfg)
+        look = self.holdout_look(run, proposal.input_checksum, baseline_id)
+        return run.evaluate(proposal.input_checksum, cfg, look=look.look)
+
+    def holdout_look(self, run: holdout.HoldoutRun, proposal_input_checksum: str, baseline_profile_id: Any) -> Any:
+        """The store's record of this look at the holdout (its number sets the level the
+        confirming test may spend); re-evaluating the identical run returns the same look."""
+        return holdout.record_run_look(
+            self.store,
+            run,
+            proposal_input_checksum=check_sha256(proposal_input_checksum, "proposal_input_checksum"),
+            baseline_profile_id=None
+            if baseline_profile_id is None
+            else parse_uuid(baseline_profile_id, "baseline_profile_id"),
+        )
 
     # --- ranking profiles ---------------------------------------------------------------
 

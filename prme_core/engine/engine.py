@@ -43,6 +43,7 @@ ASYNC_METHODS: tuple[str, ...] = (
     "evaluate_full_retrieval",
     "evaluate_holdout",
     "holdout_baseline",
+    "holdout_look",
     "create_ranking_profile",
     "activate_ranking_profile",
     "deactivate_ranking_profile",

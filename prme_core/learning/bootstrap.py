@@ -8,6 +8,8 @@ Same differences, seed and B give the same interval on every machine.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 BOOTSTRAP_ALGORITHM = "numpy-pcg64-percentile-v1"
@@ -55,6 +57,21 @@ def sign_flip_p_value(differences: np.ndarray, *, samples: int, seed: int) -> fl
         sums = signs @ units
         return float(np.count_nonzero(sums >= observed)) / float(1 << m)
     rng = np.random.Generator(np.random.PCG64(seed))
-    signs = 1 - 2 * rng.integers(0, 2, size=(samples, m), dtype=np.int64)
-    sums = signs @ units
-    return (1.0 + float(np.count_nonzero(sums >= observed))) / (1.0 + samples)
+    hits, left = 0, samples
+    while left > 0:  # one draw up to SIGN_FLIP_CHUNK patterns (every version-2 report), then blocks
+        rows = min(left, SIGN_FLIP_CHUNK)
+        signs = 1 - 2 * rng.integers(0, 2, size=(rows, m), dtype=np.int64)
+        hits += int(np.count_nonzero(signs @ units >= observed))
+        left -= rows
+    return (1.0 + float(hits)) / (1.0 + samples)
+
+
+SIGN_FLIP_CHUNK = 10_000
+MAX_SIGN_FLIP_SAMPLES = 2_000_000
+
+
+def sign_flip_samples(alpha: float, samples: int) -> int:
+    """Patterns a seeded sign-flip test needs to decide at level ``alpha``: at least ``samples``
+    and enough that its smallest p-value, 1 / (1 + patterns), is a hundredth of ``alpha``
+    (at most 2,000,000)."""
+    return min(MAX_SIGN_FLIP_SAMPLES, max(samples, math.ceil(100.0 / alpha)))

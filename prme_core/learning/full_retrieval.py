@@ -22,9 +22,16 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
 from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
-from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
+from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value, sign_flip_samples
 from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
-from prme_core.learning.gates import TOLERANCE, HoldoutDecision, holdout_decision, regression_harm
+from prme_core.learning.gates import (
+    TOLERANCE,
+    HoldoutDecision,
+    confirm_decision,
+    holdout_decision,
+    look_alpha,
+    regression_harm,
+)
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from prme_core.learning.power import groups_for_power
 from prme_core.memory.models import ScopeSet
@@ -92,6 +99,10 @@ HARM_DEFAULTS = {"max_mean_harm": 0.02, "severe_loss": 0.5, "max_severe_share": 
 0.02 NDCG lost per query on average to regressions, and at most 5% of the groups losing 0.5 or
 more (in NDCG@10 with one relevant memory, 0.5 is falling from first place to third or lower),
 and the groups' paired sign-flip test at most p = 0.025 (one-sided)."""
+DEFAULT_ALPHA_BUDGET = 0.05
+"""The error budget of a partition's holdout looks (version 3): every look together may accept a
+proposal without a true gain with probability at most 5%; the k-th look spends
+``gates.look_alpha(0.05, k)`` (2.5%, then 0.83%, 0.42%, …)."""
 
 
 class FullRetrievalEvaluationConfig(EvolvingModel):
@@ -99,9 +110,12 @@ class FullRetrievalEvaluationConfig(EvolvingModel):
 
     ``max_regression_fraction`` bounds version-1 reports only; version-2 reports bound the harm
     of regressions instead (``max_mean_harm``, ``severe_loss``, ``max_severe_share``: None until
-    a report records them resolved, so a version-1 report's configuration keeps its bytes)."""
+    a report records them resolved, so a version-1 report's configuration keeps its bytes).
+    Version-3 reports also record which ``look`` at the partition's holdout they were and the
+    ``alpha_budget`` the looks share; their ``max_p_value`` is the level that look may spend
+    (``gates.look_alpha``), derived, never set by a caller."""
 
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = tuple(HARM_DEFAULTS)
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*HARM_DEFAULTS, "look", "alpha_budget")
 
     seed: int = Field(default=DEFAULT_SEED, ge=0, le=2**63 - 1)
     k: int = Field(default=10, ge=1, le=1000)
@@ -113,9 +127,32 @@ class FullRetrievalEvaluationConfig(EvolvingModel):
     severe_loss: float | None = Field(default=None, gt=0.0, le=1.0)
     max_severe_share: float | None = Field(default=None, ge=0.0, le=1.0)
     max_p_value: float | None = Field(default=None, gt=0.0, le=1.0)
+    look: int | None = Field(default=None, ge=1, le=1_000_000)
+    alpha_budget: float | None = Field(default=None, gt=0.0, le=0.5)
 
-    def resolved(self) -> FullRetrievalEvaluationConfig:
-        """This configuration with every version-2 bound explicit."""
+    @property
+    def sequential(self) -> bool:
+        """A version-3 configuration: the holdout confirms within a spent error budget."""
+        return self.look is not None
+
+    def resolved(self, *, look: int | None = None) -> FullRetrievalEvaluationConfig:
+        """This configuration as a version-3 report records it: every bound explicit, ``look``
+        (given here, by the store's count; else the configuration's, else 1) and the level it
+        may spend."""
+        budget = DEFAULT_ALPHA_BUDGET if self.alpha_budget is None else self.alpha_budget
+        number = look if look is not None else (self.look or 1)
+        alpha = look_alpha(budget, number)
+        if self.max_p_value is not None and abs(self.max_p_value - alpha) > TOLERANCE:
+            raise InvalidInput(
+                "config.max_p_value",
+                f"is derived from alpha_budget and the look ({budget} over look {number} gives {alpha:.6g}); "
+                "set alpha_budget instead",
+            )
+        harm = {k: v for k, v in HARM_DEFAULTS.items() if k != "max_p_value" and getattr(self, k) is None}
+        return self.model_copy(update={**harm, "look": number, "alpha_budget": budget, "max_p_value": alpha})
+
+    def resolved_v2(self) -> FullRetrievalEvaluationConfig:
+        """This configuration with every version-2 bound explicit (each look judged alone)."""
         return self.model_copy(update={k: v for k, v in HARM_DEFAULTS.items() if getattr(self, k) is None})
 
 
@@ -144,8 +181,10 @@ class FullRetrievalCoverage(FrozenModel):
 class FullRetrievalEvaluation(EvolvingModel):
     """The final-holdout report. It re-derives itself on load, so a tampered report fails to load.
 
-    Version 2 (what new evaluations write) gates on the harm of regressions and records it with
-    the benefit, the severe share, the observed per-group spread and the groups 80% power needs."""
+    Version 2 gates on the harm of regressions and records it with the benefit, the severe
+    share, the observed per-group spread and the groups 80% power needs. Version 3 (what new
+    evaluations write) confirms: its sign-flip test decides at the level its look may spend
+    (``config.look``, ``config.alpha_budget``), the bootstrap interval is reported beside it."""
 
     ADDED_FIELDS: ClassVar[tuple[str, ...]] = (
         "harm",
@@ -156,7 +195,7 @@ class FullRetrievalEvaluation(EvolvingModel):
         "sign_flip_p",
     )
 
-    schema_version: Literal[1, 2] = 2
+    schema_version: Literal[1, 2, 3] = 3
     algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
@@ -221,11 +260,16 @@ class FullRetrievalEvaluation(EvolvingModel):
                 raise ValueError(f"query group {q.group_id!r}: request ids disagree with its trials")
         if self.coverage != _coverage(self.trials):
             raise ValueError("coverage counts disagree with the trials")
-        v2_config = self.config.max_mean_harm is not None
-        if (self.schema_version == 2) != v2_config or (
-            v2_config and None in (self.config.severe_loss, self.config.max_severe_share, self.config.max_p_value)
+        cfg = self.config
+        harm_config = cfg.max_mean_harm is not None
+        if (self.schema_version >= 2) != harm_config or (
+            harm_config and None in (cfg.severe_loss, cfg.max_severe_share, cfg.max_p_value)
         ):
-            raise ValueError("a version-2 report records its resolved regression bounds; a version-1 report none")
+            raise ValueError("a version-2 or -3 report records its resolved regression bounds; a version-1 report none")
+        if (self.schema_version == 3) != cfg.sequential or (cfg.sequential) != (cfg.alpha_budget is not None):
+            raise ValueError("a version-3 report records its look and alpha budget; earlier versions neither")
+        if cfg.sequential and abs(cfg.max_p_value - look_alpha(cfg.alpha_budget, cfg.look)) > TOLERANCE:  # type: ignore[arg-type,operator]
+            raise ValueError("max_p_value must be the level the report's look may spend (look_alpha)")
         _check_summary(self, _summary(self.queries, self.config))
         if self.feature_identity_sha256 != canonical_digest(self.feature_identity):
             raise ValueError("feature_identity_sha256 is not the digest of feature_identity")
@@ -245,16 +289,20 @@ def evaluate_full_retrieval(
     candidate_multipliers: RankingMultipliers | Mapping[str, float],
     baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
     config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    look: int | None = None,
 ) -> FullRetrievalEvaluation:
     """Verify paired receipts and judge them against complete relevant sets (pure; fails closed).
 
     ``receipts`` maps request id → (receipt, checksum), e.g. from ``receipts.store.get_receipts``.
+    ``look`` is this evaluation's number among the partition's holdout looks
+    (``learning.looks.record_look``; default the configuration's, else 1): it sets the level the
+    confirming test may spend. A profile needs the store's record of that look.
     """
     owner = check_owner(owner)
     scope_set = check_scope_set(scopes)
     check_sha256(proposal_input_checksum, "proposal_input_checksum")
     check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
-    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved()
+    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved(look=look)
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = (
         UNITY
@@ -507,10 +555,11 @@ def summarize_groups(
         "regression_fraction": out["regression_fraction"],
         "max_regression_fraction": cfg.max_regression_fraction,
     }
-    if cfg.max_mean_harm is not None:  # version 2
+    if cfg.max_mean_harm is not None:  # versions 2 and 3
         harm, benefit, severe = regression_harm(diffs, cfg.severe_loss)  # type: ignore[arg-type]
-        estimate = groups_for_power(diffs)
-        p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
+        estimate = groups_for_power(diffs, alpha=cfg.max_p_value if cfg.sequential else None)
+        samples = sign_flip_samples(cfg.max_p_value, cfg.bootstrap_samples) if cfg.sequential else cfg.bootstrap_samples  # type: ignore[arg-type]
+        p_value = sign_flip_p_value(diffs, samples=samples, seed=cfg.seed)
         out.update(
             harm=harm,
             benefit=benefit,
@@ -527,6 +576,20 @@ def summarize_groups(
             "p_value": p_value,
             "max_p_value": cfg.max_p_value,
         }
+    if cfg.sequential:
+        out["decision"] = confirm_decision(
+            enough_groups=enough,
+            ndcg_gain=out["ndcg_gain"],
+            recall_gain=out["recall_gain"],
+            min_ndcg_gain=cfg.min_ndcg_gain,
+            harm=out["harm"],
+            max_mean_harm=cfg.max_mean_harm,  # type: ignore[arg-type]
+            severe_share=out["severe_share"],
+            max_severe_share=cfg.max_severe_share,  # type: ignore[arg-type]
+            p_value=out["sign_flip_p"],
+            alpha=cfg.max_p_value,  # type: ignore[arg-type]
+        )
+        return out
     out["decision"] = holdout_decision(
         enough_groups=enough,
         ndcg_gain=out["ndcg_gain"],

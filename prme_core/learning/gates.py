@@ -1,5 +1,15 @@
 """The gate decisions, as pure functions. Report models call them to re-derive their own
-decision on load; Dagster asset checks call them to enforce the gates."""
+decision on load; Dagster asset checks call them to enforce the gates.
+
+Version-3 reports (what new evaluations write) use *screen and confirm*: the offline gate is a
+screen on the validation groups (a one-sided paired sign-flip test at ``max_p_value``, 0.2 by
+default), and the separate full-retrieval holdout confirms with its own sign-flip test at the
+level its error budget allows for this look (``look_alpha``: the k-th holdout look of a
+partition and baseline may spend ``budget / (k (k + 1))``, so every look together never spends
+more than the budget, 0.05 by default). The two tests judge disjoint queries, so a proposal
+without a true gain passes both with probability at most their product on one look, and the
+holdout's spending bounds every season of looks, however long. Version-2 reports keep their
+rules (a bootstrap interval and a sign-flip test at 2.5% on each gate, every look alone)."""
 
 from __future__ import annotations
 
@@ -34,6 +44,61 @@ def offline_decision(
     if ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and pairwise_gain >= -TOLERANCE:
         return "improved_on_observed_candidates"
     return "no_improvement"
+
+
+def screen_decision(
+    *,
+    enough_groups: bool,
+    ndcg_gain: float | None,
+    pairwise_gain: float | None,
+    min_ndcg_gain: float,
+    p_value: float | None,
+    max_p_value: float,
+) -> OfflineDecision:
+    """The version-3 offline gate, a screen: the minimum mean validation NDCG gain, no mean
+    pairwise-accuracy regression, and the validation groups' one-sided paired sign-flip p-value
+    at most ``max_p_value``. It decides which proposals the holdout confirms; it is never enough
+    on its own (a profile also needs a confirming holdout)."""
+    if not enough_groups:
+        return "insufficient_data"
+    assert ndcg_gain is not None and pairwise_gain is not None and p_value is not None
+    if ndcg_gain >= min_ndcg_gain and pairwise_gain >= -TOLERANCE and p_value <= max_p_value:
+        return "improved_on_observed_candidates"
+    return "no_improvement"
+
+
+def look_alpha(budget: float, look: int) -> float:
+    """The error a partition's ``look``-th holdout look may spend: ``budget / (look (look + 1))``
+    (half the budget on the first look, a sixth on the second, …); the looks together never
+    spend more than ``budget``."""
+    if look < 1:
+        raise ValueError(f"a holdout look is numbered from 1, got {look}")
+    return budget / (look * (look + 1))
+
+
+def confirm_decision(
+    *,
+    enough_groups: bool,
+    ndcg_gain: float | None,
+    recall_gain: float | None,
+    min_ndcg_gain: float,
+    harm: float | None,
+    max_mean_harm: float,
+    severe_share: float | None,
+    max_severe_share: float,
+    p_value: float | None,
+    alpha: float,
+) -> HoldoutDecision:
+    """The version-3 holdout gate, which confirms: the minimum mean NDCG gain, no mean recall
+    loss, the harm and severe-share bounds of version 2, and the groups' one-sided paired
+    sign-flip p-value at most ``alpha``, the level this look may spend (``look_alpha``)."""
+    if not enough_groups:
+        return "insufficient_data"
+    assert None not in (ndcg_gain, recall_gain, harm, severe_share, p_value)
+    if not (ndcg_gain >= min_ndcg_gain and recall_gain >= -TOLERANCE and p_value <= alpha):  # type: ignore[operator]
+        return "no_improvement"
+    bounded = harm <= max_mean_harm + TOLERANCE and severe_share <= max_severe_share + TOLERANCE  # type: ignore[operator]
+    return "improved_full_retrieval" if bounded else "no_improvement"
 
 
 def holdout_decision(

@@ -41,6 +41,7 @@ from prme_core.learning.full_retrieval import (
     RelevantNodeIds,
     evaluate_full_retrieval,
 )
+from prme_core.learning.looks import HoldoutLook, record_look
 from prme_core.memory.bank import parse_uuid
 from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
@@ -155,8 +156,10 @@ class HoldoutRun(FrozenModel):
         config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
         *,
         receipts: Mapping[UUID, tuple[RetrievalReceipt, str]] | None = None,
+        look: int | None = None,
     ) -> FullRetrievalEvaluation:
-        """``evaluate_full_retrieval`` over this run's receipts (or ``receipts`` for a reloaded run)."""
+        """``evaluate_full_retrieval`` over this run's receipts (or ``receipts`` for a reloaded
+        run); ``look`` is the store's number of this look (``record_run_look``)."""
         return evaluate_full_retrieval(
             self._receipts if receipts is None else receipts,
             self.trials,
@@ -167,7 +170,27 @@ class HoldoutRun(FrozenModel):
             candidate_multipliers=self.candidate_multipliers,
             baseline_multipliers=self.baseline_multipliers,
             config=config,
+            look=look,
         )
+
+    def group_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({t.group_id for t in self.trials}))
+
+
+def record_run_look(
+    store: Store, run: HoldoutRun, *, proposal_input_checksum: str, baseline_profile_id: UUID | None
+) -> HoldoutLook:
+    """The store's look for evaluating ``run`` against that proposal and baseline (idempotent)."""
+    return record_look(
+        store,
+        owner=run.owner,
+        scopes=run.scopes,
+        baseline_profile_id=baseline_profile_id,
+        proposal_input_checksum=proposal_input_checksum,
+        candidate_multipliers=run.candidate_multipliers,
+        memory_artifact_sha256=run.memory_artifact_sha256,
+        group_ids=run.group_ids(),
+    )
 
 
 def holdout_id(owner: str, scope_key: str, query: str, reference_time: Any) -> UUID:

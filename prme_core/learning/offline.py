@@ -29,7 +29,6 @@ from prme_core.learning.fit import (
     judged_metrics,
     proposed_scores,
 )
-from prme_core.learning.gates import offline_decision
 from prme_core.learning.observations import Prepared, prepare
 from prme_core.learning.pool_fit import (
     POOL_NDCG_ALGORITHM,
@@ -45,10 +44,15 @@ from prme_core.learning.proposal import (
     LearningEvaluation,
     QueryLearningResult,
     learning_input_checksum,
+    offline_gate,
+    power_alpha,
 )
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.retrieval.multipliers import FAMILY_V1, UNITY, RankingMultipliers
 from prme_core.validation import parse_model
+
+REPORT_VERSION = 3
+"""The report version new evaluations write (its offline gate is the screen)."""
 
 
 @dataclass(frozen=True)
@@ -335,16 +339,15 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
     queries = _group_results(prepared, fitted.base, fitted.candidate, fitted.measured)
     diffs, gain, pairwise_gain, interval = _validation_summary(queries, cfg)
     p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
-    decision = offline_decision(
-        enough_groups=True,
+    decision = offline_gate(
+        schema_version=REPORT_VERSION,
+        config=cfg,
         ndcg_gain=gain,
         interval_low=interval[0],
         pairwise_gain=pairwise_gain,
-        min_ndcg_gain=cfg.min_ndcg_gain,
         p_value=p_value,
-        max_p_value=cfg.max_p_value,
     )
-    estimate = groups_for_power(diffs)
+    estimate = groups_for_power(diffs, alpha=power_alpha(REPORT_VERSION, cfg))
     alternative = None
     if fitted.alternative is not None:
         algorithm, multipliers, metrics, evaluations = fitted.alternative

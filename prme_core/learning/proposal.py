@@ -19,7 +19,7 @@ from prme_core.canonical import canonical_digest
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
 from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
-from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision
+from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision, screen_decision
 from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM
 from prme_core.learning.power import groups_for_power
 from prme_core.learning.split import SPLIT_ALGORITHM, is_validation
@@ -97,11 +97,50 @@ class AlternativeFit(FrozenModel):
         return self
 
 
+def power_alpha(schema_version: int, config: LearningConfig) -> float | None:
+    """The one-sided level a report's power figure plans for: the screen's (version 3), else
+    the 95% interval's (None)."""
+    return config.max_p_value if schema_version >= 3 else None
+
+
+def offline_gate(
+    *,
+    schema_version: int,
+    config: LearningConfig,
+    ndcg_gain: float,
+    interval_low: float,
+    pairwise_gain: float,
+    p_value: float | None,
+) -> OfflineDecision:
+    """The decision a report of ``schema_version`` derives from its validation evidence."""
+    if schema_version >= 3:
+        return screen_decision(
+            enough_groups=True,
+            ndcg_gain=ndcg_gain,
+            pairwise_gain=pairwise_gain,
+            min_ndcg_gain=config.min_ndcg_gain,
+            p_value=p_value,
+            max_p_value=config.max_p_value,  # type: ignore[arg-type]
+        )
+    return offline_decision(
+        enough_groups=True,
+        ndcg_gain=ndcg_gain,
+        interval_low=interval_low,
+        pairwise_gain=pairwise_gain,
+        min_ndcg_gain=config.min_ndcg_gain,
+        p_value=p_value,
+        max_p_value=config.max_p_value if schema_version >= 2 else None,
+    )
+
+
 class LearningEvaluation(EvolvingModel):
     """The offline proposal report. Version 1: six multipliers fitted on judged candidates.
     Version 2 adds the profile family, how it was fitted (pool replay or judged candidates) and
     why, the validation metric, the fit's sample and search size, the observed per-group spread
-    with the groups 80% power needs, and the alternative pool objective side by side."""
+    with the groups 80% power needs, and the alternative pool objective side by side. Version 3
+    (what new evaluations write) records the same and decides by the screen
+    (``gates.screen_decision``): its sign-flip test at ``config.max_p_value``, the bootstrap
+    interval reported beside it; the holdout confirms."""
 
     ADDED_FIELDS: ClassVar[tuple[str, ...]] = (
         "family",
@@ -116,7 +155,7 @@ class LearningEvaluation(EvolvingModel):
         "sign_flip_p",
     )
 
-    schema_version: Literal[1, 2] = 2
+    schema_version: Literal[1, 2, 3] = 3
     algorithm: FitAlgorithm = FIT_ALGORITHM
     split_algorithm: Literal["sha256-seeded-group-hash-v1"] = SPLIT_ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
@@ -200,14 +239,13 @@ class LearningEvaluation(EvolvingModel):
             p_value = sign_flip_p_value(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
             if self.sign_flip_p != p_value:
                 raise ValueError("sign_flip_p does not match the validation groups' differences")
-        decision = offline_decision(
-            enough_groups=True,
+        decision = offline_gate(
+            schema_version=self.schema_version,
+            config=self.config,
             ndcg_gain=gain,
             interval_low=interval[0],
             pairwise_gain=pairwise,
-            min_ndcg_gain=self.config.min_ndcg_gain,
             p_value=p_value,
-            max_p_value=self.config.max_p_value if self.schema_version >= 2 else None,
         )
         if decision != self.decision:
             raise ValueError("learning decision does not match its validation evidence")
@@ -234,7 +272,7 @@ class LearningEvaluation(EvolvingModel):
     def _check_power(self, diffs: np.ndarray) -> None:
         if self.schema_version == 1:
             return
-        estimate = groups_for_power(diffs)
+        estimate = groups_for_power(diffs, alpha=power_alpha(self.schema_version, self.config))
         sd = estimate.sd if estimate.observed_groups >= 2 else None
         if (self.observed_sd is None) != (sd is None) or (sd is not None and abs(sd - self.observed_sd) > TOLERANCE):  # type: ignore[operator]
             raise ValueError("observed_sd does not match the validation groups' differences")

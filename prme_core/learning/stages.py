@@ -140,7 +140,8 @@ def holdout_stage(
         return HoldoutOutcome(status="no_holdout_queries", message=str(exc), **common)
     except HoldoutOverlapsTraining as exc:
         return HoldoutOutcome(status="query_overlap", message=str(exc), **common)
-    evaluation = run.evaluate(proposal.input_checksum, config)
+    look = client.holdout_look(run, proposal.input_checksum, baseline_id)
+    evaluation = run.evaluate(proposal.input_checksum, config, look=look.look)
     return HoldoutOutcome(
         status="evaluated",
         memory_before=run.memory_artifact_sha256,

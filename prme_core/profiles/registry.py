@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from prme_core.errors import (
     CorruptRecord,
     IdempotencyConflict,
+    InvalidEvidence,
     InvalidInput,
     NoOpTransition,
     PointerHeadStale,
@@ -34,6 +35,7 @@ from prme_core.errors import (
 )
 from prme_core.feedback.records import parse_record, record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.looks import get_look, look_id
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.memory.bank import parse_uuid
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
@@ -90,6 +92,7 @@ def create_profile(
         )
     except ValidationError as exc:
         raise InvalidInput(*describe(exc, "profile")) from None
+    _check_look(store, owner, holdout, baseline)
     draft = OperationDraft(
         id=record_operation_id("ranking-profile", owner, pid),
         owner=owner,
@@ -106,6 +109,34 @@ def create_profile(
     if first.evidence() != profile.evidence():
         raise IdempotencyConflict(f"profile_id {pid} already identifies a different ranking profile; the first stands")
     return first
+
+
+def _check_look(store: Store, owner: str, holdout: FullRetrievalEvaluation, baseline: UUID | None) -> None:
+    """A version-3 holdout decided at the level its look could spend: the store must hold that
+    look, with that number, for this owner, scope set, baseline, proposal and holdout groups."""
+    if holdout.schema_version < 3:
+        return
+    lid = look_id(
+        owner=owner,
+        scopes=holdout.scopes,
+        baseline_profile_id=baseline,
+        proposal_input_checksum=holdout.proposal_input_checksum,
+        candidate_multipliers=holdout.candidate_multipliers,
+        memory_artifact_sha256=holdout.memory_artifact_sha256,
+        group_ids=[t.group_id for t in holdout.trials],
+    )
+    recorded = get_look(store, owner, lid)
+    if recorded is None:
+        raise InvalidEvidence(
+            "the holdout's look is not recorded in this store: a profile needs a holdout evaluated through "
+            "MemoryClient.evaluate_holdout, evaluate_full_retrieval or the pipeline, which record each look "
+            "(with the same baseline_profile_id)"
+        )
+    if recorded.look != holdout.config.look:
+        raise InvalidEvidence(
+            f"the holdout claims look {holdout.config.look}, but this store recorded it as look {recorded.look} "
+            "of its partition's holdout; its decision used the wrong level"
+        )
 
 
 def get_profile(store: Store, profile_id: Any, owner: Any) -> RankingProfile | None:

@@ -38,7 +38,7 @@ def evaluate(snapshot, **config):
 def test_pool_fit_learns_the_planted_signal_with_a_family_2_proposal(lab_snapshot):
     report = evaluate(lab_snapshot)
     assert (report.schema_version, report.fit_path, report.algorithm, report.metric) == (
-        2,
+        3,
         "pool",
         "pool_ndcg_search_v2",
         "pool_judged_ndcg",

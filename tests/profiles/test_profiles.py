@@ -23,6 +23,7 @@ from prme_core.errors import (
 )
 from prme_core.feedback.records import record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalTrial, evaluate_full_retrieval
+from prme_core.learning.looks import record_look
 from prme_core.profiles.registry import rebuild_pointer_head
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
@@ -82,6 +83,23 @@ def _forced_holdout(client, proposal, baseline):
     )
 
 
+def _create(client, proposal, holdout, **kw):
+    """``create_ranking_profile`` in a store other than the one that evaluated the holdout: the
+    evidence was computed once per backend (the ``evidence`` fixture), so this store first
+    records the holdout's look as its own evaluation would have."""
+    record_look(
+        client.store,
+        owner=holdout.owner,
+        scopes=holdout.scopes,
+        baseline_profile_id=kw.get("baseline_profile_id"),
+        proposal_input_checksum=holdout.proposal_input_checksum,
+        candidate_multipliers=holdout.candidate_multipliers,
+        memory_artifact_sha256=holdout.memory_artifact_sha256,
+        group_ids=[t.group_id for t in holdout.trials],
+    )
+    return client.create_ranking_profile(proposal, holdout, **kw)
+
+
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def evidence(request, tmp_path_factory):
     """(backend, proposal, holdout, weaker proposal): real reports, computed once per backend."""
@@ -137,8 +155,8 @@ def test_a_profile_persists_its_complete_evidence_and_an_exact_retry_returns_the
     client, url = fresh
     _, proposal, holdout, *_ = evidence
     pid = uuid.uuid4()
-    first = client.create_ranking_profile(proposal, holdout, owner=OWNER, profile_id=pid)
-    again = client.create_ranking_profile(proposal, holdout, owner=OWNER, profile_id=pid)
+    first = _create(client, proposal, holdout, owner=OWNER, profile_id=pid)
+    again = _create(client, proposal, holdout, owner=OWNER, profile_id=pid)
     assert again == first and again.created_at == first.created_at
     assert first.proposal == proposal and first.holdout == holdout and first.multipliers == proposal.multipliers
     with MemoryClient(url) as reopened:
@@ -151,12 +169,10 @@ def test_a_conflicting_reuse_of_a_profile_id_fails(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, weaker, chained = evidence
     pid = uuid.uuid4()
-    base = client.create_ranking_profile(proposal, holdout, owner=OWNER, profile_id=pid)
-    other = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    base = _create(client, proposal, holdout, owner=OWNER, profile_id=pid)
+    other = _create(client, proposal, holdout, owner=OWNER)
     with pytest.raises(IdempotencyConflict, match="different ranking profile"):
-        client.create_ranking_profile(
-            weaker, chained, owner=OWNER, profile_id=pid, baseline_profile_id=other.profile_id
-        )
+        _create(client, weaker, chained, owner=OWNER, profile_id=pid, baseline_profile_id=other.profile_id)
     assert client.get_ranking_profile(pid, OWNER).profile == base
 
 
@@ -177,17 +193,17 @@ def test_creation_needs_two_positive_reports_bound_to_the_same_evidence(fresh, e
     }
     for needle, (p, h) in cases.items():
         with pytest.raises(InvalidInput, match=needle):
-            client.create_ranking_profile(p, h, owner=OWNER)
+            _create(client, p, h, owner=OWNER)
     with pytest.raises(ProfileNotFound, match="baseline"):
-        client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=uuid.uuid4())
+        _create(client, weaker, chained, owner=OWNER, baseline_profile_id=uuid.uuid4())
     assert client.list_ranking_profiles(OWNER) == []
 
 
 def test_a_chained_profile_names_the_profile_its_holdout_baseline_used(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, weaker, chained = evidence
-    first = client.create_ranking_profile(proposal, holdout, owner=OWNER)
-    second = client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=first.profile_id)
+    first = _create(client, proposal, holdout, owner=OWNER)
+    second = _create(client, weaker, chained, owner=OWNER, baseline_profile_id=first.profile_id)
     assert second.baseline_profile_id == first.profile_id
     with pytest.raises(StaleProfileError, match="re-inspect"):
         client.activate_ranking_profile(second.profile_id, owner=OWNER)
@@ -202,8 +218,8 @@ def test_a_chained_profile_names_the_profile_its_holdout_baseline_used(fresh, ev
 def test_activation_over_a_stale_baseline_fails(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, *_ = evidence
-    a = client.create_ranking_profile(proposal, holdout, owner=OWNER)
-    b = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    a = _create(client, proposal, holdout, owner=OWNER)
+    b = _create(client, proposal, holdout, owner=OWNER)
     client.activate_ranking_profile(a.profile_id, owner=OWNER)
     with pytest.raises(StaleProfileError):
         client.activate_ranking_profile(b.profile_id, owner=OWNER)
@@ -214,7 +230,7 @@ def test_activation_over_a_stale_baseline_fails(fresh, evidence):
 def test_activation_retries_are_idempotent_across_restart_and_change_ids_cannot_be_reused(fresh, evidence):
     client, url = fresh
     _, proposal, holdout, *_ = evidence
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     change = uuid.uuid4()
     first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
     assert not first.replayed
@@ -230,7 +246,7 @@ def test_activation_retries_are_idempotent_across_restart_and_change_ids_cannot_
 def test_an_activation_retry_after_a_deactivation_returns_the_earlier_record_marked_superseded(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, *_ = evidence
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     change = uuid.uuid4()
     first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
     off = client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
@@ -244,8 +260,8 @@ def test_an_activation_retry_after_a_deactivation_returns_the_earlier_record_mar
 def test_an_orchestrated_activation_never_undoes_a_deactivation_or_rollback(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, weaker, chained = evidence
-    a = client.create_ranking_profile(proposal, holdout, owner=OWNER)
-    b = client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
+    a = _create(client, proposal, holdout, owner=OWNER)
+    b = _create(client, weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
     change = uuid.uuid4()
     client.activate_ranking_profile(a.profile_id, owner=OWNER, change_id=change, reactivate=False)
     client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
@@ -270,7 +286,7 @@ def test_concurrent_activations_from_one_baseline_let_exactly_one_win_on_duckdb(
     if evidence[0] != "duckdb":
         pytest.skip("threads against one embedded store; PostgreSQL uses processes (next test)")
     _, proposal, holdout, *_ = evidence
-    ids = [client.create_ranking_profile(proposal, holdout, owner=OWNER).profile_id for _ in range(8)]
+    ids = [_create(client, proposal, holdout, owner=OWNER).profile_id for _ in range(8)]
     outcomes = []
 
     def worker(pid):
@@ -305,7 +321,7 @@ def test_concurrent_activations_from_one_baseline_let_exactly_one_win_on_postgre
     if evidence[0] != "postgres":
         pytest.skip("processes against one PostgreSQL server; DuckDB uses threads (previous test)")
     _, proposal, holdout, *_ = evidence
-    ids = [str(client.create_ranking_profile(proposal, holdout, owner=OWNER).profile_id) for _ in range(8)]
+    ids = [str(_create(client, proposal, holdout, owner=OWNER).profile_id) for _ in range(8)]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_activate_in_process, args=(url, pid, queue)) for pid in ids]
@@ -324,8 +340,8 @@ def test_rollback_and_deactivate_are_recorded_states_and_no_ops_are_rejected(fre
     assert client.ranking_profile_history(OWNER, SCOPES) == []  # never activated: no state at all
     with pytest.raises(NoOpTransition):
         client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
-    a = client.create_ranking_profile(proposal, holdout, owner=OWNER)
-    b = client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
+    a = _create(client, proposal, holdout, owner=OWNER)
+    b = _create(client, weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
     client.activate_ranking_profile(a.profile_id, owner=OWNER)
     client.activate_ranking_profile(b.profile_id, owner=OWNER)
     with pytest.raises(NoOpTransition):
@@ -349,8 +365,8 @@ def test_rollback_and_deactivate_are_recorded_states_and_no_ops_are_rejected(fre
 def test_the_as_of_query_answers_from_the_history(fresh, evidence):
     client, _ = fresh
     _, proposal, holdout, weaker, chained = evidence
-    a = client.create_ranking_profile(proposal, holdout, owner=OWNER)
-    b = client.create_ranking_profile(weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
+    a = _create(client, proposal, holdout, owner=OWNER)
+    b = _create(client, weaker, chained, owner=OWNER, baseline_profile_id=a.profile_id)
     s1 = client.activate_ranking_profile(a.profile_id, owner=OWNER)
     s2 = client.activate_ranking_profile(b.profile_id, owner=OWNER)
     s3 = client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
@@ -372,7 +388,7 @@ def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
     _, proposal, holdout, *_ = evidence
     settings_before = client.settings.canonical_bytes()
     assert _retrieve(client).metadata.ranking_profile_status == "none"
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     applied = _retrieve(client)
     meta = applied.metadata
@@ -410,7 +426,7 @@ def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
 def test_a_changed_feature_identity_makes_a_profile_inapplicable(fresh, evidence):
     client, url = fresh
     _, proposal, holdout, *_ = evidence
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     with MemoryClient(url, embedder=HashedEmbedding(dimension=256)) as other:
         with pytest.raises(ProfileInapplicable, match="feature_identity_mismatch"):
             other.activate_ranking_profile(profile.profile_id, owner=OWNER)
@@ -453,7 +469,7 @@ def test_retrieval_never_applies_a_pointer_change_that_fails_its_checksum(fresh,
     _, proposal, holdout, *_ = evidence
     base = _retrieve(client)
     assert base.metadata.ranking_profile_status == "none"
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     state = client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     assert _retrieve(client).metadata.ranking_profile_status == "applied"
     forged = json.loads(state.canonical_bytes())
@@ -470,7 +486,7 @@ def test_retrieval_fails_closed_when_the_pointer_head_disagrees_with_the_log(fre
     client, _ = fresh
     _, proposal, holdout, *_ = evidence
     base = _retrieve(client)
-    profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+    profile = _create(client, proposal, holdout, owner=OWNER)
     client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     head_sql = "FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?"
     key = [OWNER, scope_key(tuple(SCOPES))]
@@ -499,7 +515,7 @@ def test_the_whole_loop_from_python_ends_in_an_applied_profile_and_back(tmp_path
         assert proposal.decision == "improved_on_observed_candidates"
         holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
         assert holdout.decision == "improved_full_retrieval"
-        profile = client.create_ranking_profile(proposal, holdout, owner=OWNER)
+        profile = _create(client, proposal, holdout, owner=OWNER)
         client.activate_ranking_profile(profile.profile_id, owner=OWNER)
         later = client.retrieve(holdout_question("violin"), owner=OWNER, scopes=SCOPES, reference_time=NOW)
         assert later.metadata.ranking_profile_status == "applied"

@@ -1,0 +1,149 @@
+"""Holdout looks: the store's count of how often a partition's holdout judged a proposal.
+
+Every holdout evaluation a version-3 gate decides is a *look* at the registered holdout
+queries of one owner, scope set and baseline (the active profile it competes with, or base
+scoring). Each look may spend only ``gates.look_alpha(budget, k)`` of the holdout's error
+budget, so the k-th look must know k. The store records every look as an append-only
+``holdout_look`` operation, numbered in order under a per-experiment lock; the evaluation
+records its number, and profile creation re-reads the look to check it (a report cannot claim
+a first look it did not have).
+
+A look's id is derived from what it judged (proposal, candidate multipliers, baseline, memory
+artifact, holdout groups), so re-running the identical evaluation — a retried run, a
+re-materialized holdout — lands on the first look and spends nothing: the same inputs give the
+same paired retrievals and the same decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from pydantic import Field, ValidationError
+
+from prme_core.canonical import canonical_json, sha256_hex
+from prme_core.errors import CorruptRecord
+from prme_core.memory.models import ScopeSet
+from prme_core.receipts.projection import scope_key as make_scope_key
+from prme_core.retrieval.multipliers import RankingMultipliers
+from prme_core.storage.base import Store
+from prme_core.storage.records import OperationDraft
+from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, UtcDatetime, utc_now
+
+OP_LOOK = "holdout_look"
+
+
+class HoldoutLook(FrozenModel):
+    """One look at a partition's holdout: what it judged and its number among that experiment's looks."""
+
+    schema_version: Literal[1] = 1
+    look_id: UUID
+    owner: Owner
+    scopes: ScopeSet
+    baseline_profile_id: UUID | None
+    proposal_input_checksum: Sha256Hex
+    candidate_multipliers: RankingMultipliers
+    memory_artifact_sha256: Sha256Hex
+    group_ids: tuple[Label, ...] = Field(min_length=1)
+    look: int = Field(ge=1)
+    recorded_at: UtcDatetime
+
+
+def experiment_key(scopes: Sequence[str], baseline_profile_id: UUID | None) -> str:
+    """The looks of one owner, scope set and baseline share one budget (and one counter)."""
+    baseline = "base" if baseline_profile_id is None else str(baseline_profile_id)
+    return f"holdout-looks:{make_scope_key(scopes)}:{baseline}"
+
+
+def look_id(
+    *,
+    owner: str,
+    scopes: Sequence[str],
+    baseline_profile_id: UUID | None,
+    proposal_input_checksum: str,
+    candidate_multipliers: RankingMultipliers,
+    memory_artifact_sha256: str,
+    group_ids: Sequence[str],
+) -> UUID:
+    key = [
+        "prme:holdout-look:v1",
+        owner,
+        make_scope_key(scopes),
+        None if baseline_profile_id is None else str(baseline_profile_id),
+        proposal_input_checksum,
+        candidate_multipliers.model_dump(mode="json"),
+        memory_artifact_sha256,
+        sorted(set(group_ids)),
+    ]
+    return uuid5(NAMESPACE_URL, canonical_json(key).decode())
+
+
+def record_look(
+    store: Store,
+    *,
+    owner: str,
+    scopes: Sequence[str],
+    baseline_profile_id: UUID | None,
+    proposal_input_checksum: str,
+    candidate_multipliers: RankingMultipliers,
+    memory_artifact_sha256: str,
+    group_ids: Sequence[str],
+) -> HoldoutLook:
+    """The look of this evaluation: the stored one if the identical evaluation was looked at
+    before, else a new look numbered one past the experiment's newest (under its lock)."""
+    identity: dict[str, Any] = dict(
+        owner=owner,
+        scopes=tuple(scopes),
+        baseline_profile_id=baseline_profile_id,
+        proposal_input_checksum=proposal_input_checksum,
+        candidate_multipliers=candidate_multipliers,
+        memory_artifact_sha256=memory_artifact_sha256,
+    )
+    lid = look_id(**identity, group_ids=group_ids)
+    target = experiment_key(scopes, baseline_profile_id)
+    with store.transaction() as tx:
+        tx.lock(f"{OP_LOOK}:{owner}:{target}")
+        existing = tx.get_operation(owner, str(lid))
+        if existing is not None:
+            return _parse(existing, owner)
+        newest = tx.latest_operation(owner, OP_LOOK, target)
+        number = 1 if newest is None else _parse(newest, owner).look + 1
+        look = HoldoutLook(
+            look_id=lid, **identity, group_ids=tuple(sorted(set(group_ids))), look=number, recorded_at=utc_now()
+        )
+        tx.append_operation(
+            OperationDraft.of(
+                id=str(lid),
+                owner=owner,
+                op_type=OP_LOOK,
+                body=look.model_dump(mode="json"),
+                scope_key=make_scope_key(scopes),
+                target_id=target,
+            )
+        )
+    return look
+
+
+def get_look(store: Store, owner: str, look: UUID) -> HoldoutLook | None:
+    """The owner's stored look by id, verified; None when there is none."""
+    with store.transaction(read_only=True) as tx:
+        op = tx.get_operation(owner, str(look))
+    if op is None or op.op_type != OP_LOOK:
+        return None
+    return _parse(op, owner)
+
+
+def _parse(op: Any, owner: str) -> HoldoutLook:
+    """A verified look operation's record: type, owner, id and canonical checksum must agree."""
+    if op.op_type != OP_LOOK:
+        raise CorruptRecord(f"operation {op.id} is a {op.op_type}, not a {OP_LOOK}")
+    try:
+        look = HoldoutLook.model_validate_json(op.payload)
+    except ValidationError as exc:
+        raise CorruptRecord(f"stored {OP_LOOK} {op.id} no longer validates: {exc.errors()[0]['msg']}") from exc
+    if look.owner != owner or str(look.look_id) != op.id:
+        raise CorruptRecord(f"stored {OP_LOOK} {op.id}: owner or identity mismatch")
+    if sha256_hex(look.canonical_bytes()) != op.checksum:
+        raise CorruptRecord(f"stored {OP_LOOK} {op.id}: canonical bytes do not reproduce its checksum")
+    return look
