@@ -24,8 +24,9 @@ from typing import Any, Literal
 from prme_core.learning.bootstrap import CONFIDENCE
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
+from prme_core.learning.gates import look_alpha
 from prme_core.learning.power import GroupsNeeded, groups_for_power
-from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.proposal import LearningEvaluation, power_alpha
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 
 VerdictOutcome = Literal["passed", "expected_no", "integrity_failure"]
@@ -50,11 +51,12 @@ class Verdict:
 def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int | None]:
     """(estimate over the validation groups, more judged query groups to collect in total).
 
-    Only ``validation_fraction`` of new judged query groups land in validation (the split is a
-    hash), so the groups to collect are the validation groups needed divided by that fraction,
-    less every group already judged."""
+    The estimate plans for the report's own gate: the screen's level (version 3), else the 95%
+    interval. Only ``validation_fraction`` of new judged query groups land in validation (the
+    split is a hash), so the groups to collect are the validation groups needed divided by that
+    fraction, less every group already judged."""
     validation = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
-    estimate = groups_for_power(validation)
+    estimate = groups_for_power(validation, alpha=power_alpha(report.schema_version, report.config))
     if estimate.groups_for_power is None:
         return estimate, None
     total_needed = math.ceil(estimate.groups_for_power / report.config.validation_fraction)
@@ -62,8 +64,11 @@ def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int
 
 
 def holdout_groups_needed(evaluation: FullRetrievalEvaluation) -> GroupsNeeded:
-    """The estimate over the holdout's query groups (more registered holdout queries to add)."""
-    return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries])
+    """The estimate over the holdout's query groups (more registered holdout queries to add),
+    planned for the level the *next* look may spend (version 3), else the 95% interval."""
+    cfg = evaluation.config
+    alpha = look_alpha(cfg.alpha_budget, cfg.look + 1) if cfg.sequential else None  # type: ignore[arg-type,operator]
+    return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries], alpha=alpha)
 
 
 def _coverage_needs(training: int, validation: int, config: LearningConfig) -> dict[str, Any]:
@@ -117,7 +122,13 @@ def regression_bounds(evaluation: FullRetrievalEvaluation) -> dict[str, Any]:
     e, cfg = evaluation, evaluation.config
     if e.schema_version == 1:
         return {"regression_fraction": e.regression_fraction, "max_regression_fraction": cfg.max_regression_fraction}
+    sequential = (
+        {"look": cfg.look, "alpha_budget": cfg.alpha_budget, "look_alpha": cfg.max_p_value}
+        if cfg.sequential
+        else {}
+    )
     return {
+        **sequential,
         "harm": e.harm,
         "max_mean_harm": cfg.max_mean_harm,
         "benefit": e.benefit,
@@ -182,6 +193,7 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
     interval = proposal.validation_gain_interval
     facts = {
         "decision": proposal.decision,
+        "gate": "screen" if proposal.schema_version >= 3 else "bootstrap and sign-flip",
         "validation_ndcg_gain": proposal.validation_ndcg_gain,
         "interval_low": None if interval is None else interval[0],
         "interval_high": None if interval is None else interval[1],
@@ -194,12 +206,18 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
         **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()},
     }
     if proposal.decision == "improved_on_observed_candidates":
+        screened = (
+            f"; screen passed (sign-flip p {proposal.sign_flip_p:.3g} ≤ {proposal.config.max_p_value}), "
+            "the holdout confirms"
+            if proposal.schema_version >= 3
+            else ""
+        )
         return Verdict(
             True,
             f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
-            f"[{interval[0]:+.4f}, {interval[1]:+.4f}]",
+            f"[{interval[0]:+.4f}, {interval[1]:+.4f}]{screened}",  # type: ignore[index]
             facts,
-        )  # type: ignore[index]
+        )
     if proposal.decision == "insufficient_data":
         needs = _coverage_needs(
             proposal.coverage.training_queries, proposal.coverage.validation_queries, proposal.config
@@ -249,7 +267,15 @@ def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
         "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id),
     }
     if e.decision == "improved_full_retrieval":
-        return Verdict(True, f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups", facts)
+        level = (
+            f"; sign-flip p {e.sign_flip_p:.3g} ≤ {e.config.max_p_value:.3g}, the level look {e.config.look} "
+            f"may spend of the {e.config.alpha_budget} budget"
+            if e.config.sequential
+            else ""
+        )
+        return Verdict(
+            True, f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups{level}", facts
+        )
     estimate = holdout_groups_needed(e)
     more = estimate.more_groups
     if e.decision == "insufficient_data":  # the minimum first, then power if there is a gain

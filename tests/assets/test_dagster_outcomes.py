@@ -120,7 +120,8 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     assert outcome["needs"] == meta["needs"]
     assert outcome["needs"] == "no measurable gain" or outcome["needs"].startswith(("needs about", "enough"))
     # every threshold it was judged against, how it was fitted, and its power figures
-    assert (meta["min_ndcg_gain"], meta["max_p_value"]) == (0.01, 0.025) and 0 < meta["sign_flip_p"] <= 1
+    assert (meta["min_ndcg_gain"], meta["max_p_value"], meta["gate"]) == (0.01, 0.2, "screen")
+    assert 0 < meta["sign_flip_p"] <= 1
     assert (meta["fit_path"], meta["family"], meta["algorithm"]) == (
         "pool",
         "multipliers_interactions_v2",
@@ -145,6 +146,8 @@ def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(la
         0.05,
         0.025,
     )
+    # the first look at this partition's holdout spends half of the 5% budget
+    assert (meta["look"], meta["alpha_budget"], meta["look_alpha"]) == (1, 0.05, 0.025)
     assert {"harm", "benefit", "severe_share", "sign_flip_p", "observed_sd", "groups_for_power"} <= set(meta)
     assert _refused(lab_url, instance) == "no candidate profile"
 

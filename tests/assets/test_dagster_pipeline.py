@@ -1,7 +1,6 @@
 """The Dagster learning pipeline: real partitions materialized against temporary instances and
 stores, asserting which gate stops each failing scenario and that activation is sensor-guarded."""
 
-import os
 import uuid
 
 import dagster as dg
@@ -21,7 +20,7 @@ from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.schedules import nightly_learning_schedule
 from prme_core import MemoryClient
-from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
+from tests.conftest import _postgres_dsn, _with_schema
 from tests.dagster_jobs import lab_resources, multiprocess_learning_job
 from tests.learning_lab import (
     HOLDOUT_CONFIG,

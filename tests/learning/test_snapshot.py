@@ -6,6 +6,7 @@ import pytest
 
 from prme_core.errors import CorruptRecord, InvalidInput, SnapshotTooLarge
 from prme_core.learning.snapshot import load_snapshot
+from tests.tampering import tamper
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -28,15 +29,7 @@ def judged(client):
 
 
 def _tamper(client, sql, params):
-    with client.store.transaction() as tx:
-        pg = client.store.backend == "postgresql"
-        for table in ("operations", "receipt_projections"):
-            if pg:
-                tx.conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        tx.conn.execute(sql, params)
-        for table in ("operations", "receipt_projections"):
-            if pg:
-                tx.conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    tamper(client.store, sql, params)
 
 
 def test_the_cut_holds_only_the_owners_records_with_verified_receipts(judged):

@@ -30,6 +30,7 @@ from prme_core.retrieval.embedding import HashedEmbedding
 from prme_core.retrieval.multipliers import UNITY
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
 from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, SUBJECTS, build_lab, holdout_question
+from tests.tampering import tamper
 
 OWNER, SCOPES = "alice", ["personal"]
 
@@ -439,15 +440,7 @@ def test_a_changed_feature_identity_makes_a_profile_inapplicable(fresh, evidence
 
 
 def _tamper(client, sql, params):
-    """Raw SQL on the store, past PostgreSQL's append-only trigger (what an intruder or a bad
-    restore could do; never done by PRME)."""
-    with client.store.transaction() as tx:
-        pg = client.store.backend == "postgresql"
-        if pg:
-            tx.conn.execute("ALTER TABLE operations DISABLE TRIGGER operations_append_only")
-        tx.conn.execute(sql, params)
-        if pg:
-            tx.conn.execute("ALTER TABLE operations ENABLE TRIGGER operations_append_only")
+    tamper(client.store, sql, params)
 
 
 def _assert_base_scoring(response, base, reason):
