@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_json, parse_json
 from prme_core.features import WEIGHT_NAMES
+from prme_core.learning.config import POOL_DEFAULTS
+from prme_core.learning.full_retrieval import DEFAULT_ALPHA_BUDGET
+from prme_core.learning.gates import look_alpha
 from prme_core.types import FrozenModel
 
 CheckMark = Literal["pass", "fail", "not reached"]
@@ -520,12 +524,13 @@ def _policy(report: BenchmarkReport, name: str) -> str:
     return "—" if value is None else f"{value:g}"
 
 
-def groups_for(sd: float | None, gain: float = POWER_GAIN) -> int | None:
-    """Groups one gate needs to pass a true ``gain`` with 80% power at spread ``sd`` (None without a
-    spread: a proposal that changed no group says nothing about it)."""
+def groups_for(sd: float | None, alpha: float, gain: float = POWER_GAIN) -> int | None:
+    """Groups a gate testing one-sided at ``alpha`` needs to pass a true ``gain`` with 80% power
+    at spread ``sd`` (None without a spread: a proposal that changed no group says nothing)."""
     if not sd:
         return None
-    return max(2, math.ceil((1.96 + 0.84) ** 2 * sd * sd / (gain * gain)))
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    return max(2, math.ceil((z + 0.84) ** 2 * sd * sd / (gain * gain)))
 
 
 def headline(report: BenchmarkReport) -> list[str]:
@@ -578,8 +583,11 @@ def headline(report: BenchmarkReport) -> list[str]:
 
 
 def power_section(report: BenchmarkReport) -> list[str]:
+    screen = float(report.policy.get("max_p_value", POOL_DEFAULTS["max_p_value"]))
+    first_look = look_alpha(float(report.policy.get("holdout_alpha_budget", DEFAULT_ALPHA_BUDGET)), 1)
     lines = [
-        f"### Power: the groups a gate needs for a true +{POWER_GAIN:.2f} (80%, two-sided 95%)",
+        f"### Power: the groups a gate needs for a true +{POWER_GAIN:.2f} (80%; the screen at p ≤ {screen:g}, "
+        f"the holdout's first look at p ≤ {first_look:g}, one-sided)",
         "",
         "| owner | validation groups | validation SD (v2) | groups for +0.03 (validation) | judged queries to "
         "collect for it | holdout groups | holdout SD (v2) | groups for +0.03 (holdout) |",
@@ -588,7 +596,7 @@ def power_section(report: BenchmarkReport) -> list[str]:
     fraction = float(report.policy.get("validation_fraction", 0.3))
     for o in report.owners:
         v_sd, h_sd = o.offline.observed_sd, o.holdout.observed_sd
-        v_need, h_need = groups_for(v_sd), groups_for(h_sd)
+        v_need, h_need = groups_for(v_sd, screen), groups_for(h_sd, first_look)
         collect = None if v_need is None else math.ceil(v_need / fraction)
         groups = o.holdout.baseline.query_groups if o.holdout.baseline else None
         lines.append(
@@ -597,9 +605,10 @@ def power_section(report: BenchmarkReport) -> list[str]:
         )
     lines += [
         "",
-        "n = ⌈(1.96 + 0.84)² · SD² / 0.03²⌉ with the observed per-group SD of the family-2 proposal's "
-        "differences; judged queries to collect = validation groups needed / the validation share "
-        f"({fraction:g}).",
+        "n = ⌈(z₁₋α + 0.84)² · SD² / 0.03²⌉ at the gate's one-sided level α, with the observed per-group SD "
+        "of the family-2 proposal's differences; judged queries to collect = validation groups needed / the "
+        f"validation share ({fraction:g}). A later holdout look spends less (look k: budget / (k(k+1))) and "
+        "needs more groups.",
     ]
     return lines
 

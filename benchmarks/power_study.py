@@ -53,11 +53,12 @@ from prme_core.receipts.store import receipt_bytes
 DELTAS = (0.0, 0.01, 0.02, 0.03, 0.05)
 VOLUMES = (100, 200, 400, 800, 1600)
 NIGHTS = 10
-NULL_SEEDS = 120
-"""Seasons per δ = 0 cell: with none activating, the 95% upper bound is 3.0%; a rate near 5%
-would be known to about ±4 points."""
-SEEDS = 40
-"""Seasons per δ > 0 cell."""
+NULL_SEEDS = 100
+"""Seasons per δ = 0 cell: with none activating, the 95% upper bound on the rate is 3%."""
+SEEDS = {0.03: 40}
+"""Seasons per δ > 0 cell: 40 at the target gain, whose 80%-activation volume the designs are
+compared on; ``OTHER_SEEDS`` elsewhere."""
+OTHER_SEEDS = 20
 HOLDOUT_QUERIES = 300
 """Holdout queries an operator registered before the first night (LoCoMo's tenant-sized owner: 307)."""
 SCRATCH = Path(".prme/benchmarks/power")
@@ -214,8 +215,13 @@ def _work(args: tuple[float, int, int, float, str]) -> str:
     return str(path)
 
 
-def plan(deltas: Iterable[float], volumes: Iterable[int], null_seeds: int, seeds: int) -> list[tuple[float, int, int]]:
-    return [(d, n, s) for d in deltas for n in volumes for s in range(null_seeds if d == 0.0 else seeds)]
+def plan(
+    deltas: Iterable[float], volumes: Iterable[int], null_seeds: int, seeds: dict[float, int], other_seeds: int
+) -> list[tuple[float, int, int]]:
+    def count(d: float) -> int:
+        return null_seeds if d == 0.0 else seeds.get(d, other_seeds)
+
+    return [(d, n, s) for d in deltas for n in volumes for s in range(count(d))]
 
 
 def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Season]:
@@ -504,9 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     args = parser.parse_args(argv)
-    null_seeds, seeds = (8, 4) if args.quick else (NULL_SEEDS, SEEDS)
+    null_seeds, seeds, other = (8, {}, 4) if args.quick else (NULL_SEEDS, SEEDS, OTHER_SEEDS)
     if not args.analyze_only:
-        run(plan(DELTAS, VOLUMES, null_seeds, seeds), args.out, args.workers)
+        run(plan(DELTAS, VOLUMES, null_seeds, seeds, other), args.out, args.workers)
     started = time.perf_counter()
     seasons = load(args.out)
     print(f"{len(seasons)} seasons loaded; deciding every look under each design", file=sys.stderr, flush=True)

@@ -16,6 +16,7 @@ import pytest
 
 from prme_core.engine import MemoryClient
 from prme_core.storage import Store, open_store
+from tests import locomo_data, tiers
 
 POSTGRES_ENV = "PRME_TEST_POSTGRES_DSN"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -114,3 +115,14 @@ def every_new_receipt_pool_replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setattr(pipeline, "persist_receipt", checked)
     yield failures
     assert not failures, "pool replay did not reproduce new receipts:\n" + "\n".join(failures)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers.assign(items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("locomo") is not None and not locomo_data.PRESENT:
+        if IN_CI:
+            pytest.fail(f"{locomo_data.MISSING}; CI must run the LoCoMo tests (.ci/run looks for the data)")
+        pytest.skip(locomo_data.MISSING)

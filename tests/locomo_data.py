@@ -1,5 +1,5 @@
-"""Where the tests find the LoCoMo development data, and the mark that skips (with the reason)
-the tests that need it where it is absent."""
+"""Where the tests find the LoCoMo development data, and the mark for the tests that need it:
+where the data is absent they skip with the reason, and under CI they fail (``tests/tiers.py``)."""
 
 import pytest
 
@@ -16,7 +16,8 @@ def _development_data():
 
 
 DATA = _development_data()
-needs_data = pytest.mark.skipif(
-    DATA is None or not DATA.is_file(),
-    reason="LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)",
+PRESENT = DATA is not None and DATA.is_file()
+MISSING = (
+    "LoCoMo development data not found (../shared/data/locomo/ next to the checkout, or PRME_LOCOMO_PATH)"
 )
+needs_data = pytest.mark.locomo
