@@ -17,7 +17,5 @@ def _development_data():
 
 DATA = _development_data()
 PRESENT = DATA is not None and DATA.is_file()
-MISSING = (
-    "LoCoMo development data not found (../shared/data/locomo/ next to the checkout, or PRME_LOCOMO_PATH)"
-)
+MISSING = "LoCoMo development data not found (../shared/data/locomo/ next to the checkout, or PRME_LOCOMO_PATH)"
 needs_data = pytest.mark.locomo

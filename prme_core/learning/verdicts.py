@@ -123,9 +123,7 @@ def regression_bounds(evaluation: FullRetrievalEvaluation) -> dict[str, Any]:
     if e.schema_version == 1:
         return {"regression_fraction": e.regression_fraction, "max_regression_fraction": cfg.max_regression_fraction}
     sequential = (
-        {"look": cfg.look, "alpha_budget": cfg.alpha_budget, "look_alpha": cfg.max_p_value}
-        if cfg.sequential
-        else {}
+        {"look": cfg.look, "alpha_budget": cfg.alpha_budget, "look_alpha": cfg.max_p_value} if cfg.sequential else {}
     )
     return {
         **sequential,
