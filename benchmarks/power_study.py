@@ -1,7 +1,7 @@
 """Planted-effect power study: how much judged feedback the gates need to activate a true gain,
 and how often they activate when there is none.
 
-Run: ``python -m benchmarks.power_study`` (about an hour on 2 cores; ``--quick`` for a small
+Run: ``python -m benchmarks.power_study`` (about three hours on 2 cores; ``--quick`` for a small
 version, ``--update-results`` to write ``benchmarks/results/power/``).
 
 Each *owner-season* draws a fresh synthetic owner (``benchmarks.power_world``) whose true
@@ -15,8 +15,9 @@ proposal's holdout: both arms ranked by the engine's pool ranker over each holdo
 complete pool, the per-group metrics summarized by ``learning.full_retrieval.summarize_groups``
 (what a holdout report computes its decision from). Each design's gates then decide
 (``learning.gates``): *today* (report version 2: bootstrap and sign-flip at 2.5% on both gates)
-and *sequential* (report version 3: the offline screen and the confirming holdout with its
-error budget spent over the partition's holdout looks). *Ideal* is the reference of one paired
+and *new* (report version 3: the offline gate over the validation groups and the cross-fitted
+training groups, then the confirming holdout with its error budget spent over the partition's
+holdout looks). *Ideal* is the reference of one paired
 sign-flip test at 2.5% of the planted profile itself on all the labels so far (no fit, no split).
 
 A *single look* at n is the season's last night judged alone (look 1, nothing spent before);
@@ -53,12 +54,18 @@ from prme_core.receipts.store import receipt_bytes
 DELTAS = (0.0, 0.01, 0.02, 0.03, 0.05)
 VOLUMES = (100, 200, 400, 800, 1600)
 NIGHTS = 10
-NULL_SEEDS = 100
-"""Seasons per δ = 0 cell: with none activating, the 95% upper bound on the rate is 3%."""
-SEEDS = {0.03: 40}
-"""Seasons per δ > 0 cell: 40 at the target gain, whose 80%-activation volume the designs are
-compared on; ``OTHER_SEEDS`` elsewhere."""
-OTHER_SEEDS = 20
+
+
+def seeds_for(delta: float, n: int) -> int:
+    """Owner-seasons per cell: 60 at δ = 0 (with none activating, the 95% upper bound on the rate
+    is 5%), 30 at δ = +0.03 (the gain the designs are compared at), 12 at the other gains. A
+    season of 1,600 judged queries fits ten proposals, each with its three cross-fitting folds
+    (about a minute on one core)."""
+    if delta == 0.0:
+        return 60
+    return 30 if delta == 0.03 else 12
+
+
 HOLDOUT_QUERIES = 300
 """Holdout queries an operator registered before the first night (LoCoMo's tenant-sized owner: 307)."""
 SCRATCH = Path(".prme/benchmarks/power")
@@ -144,6 +151,10 @@ def run_season(delta: float, n: int, seed: int, beta: float, config: LearningCon
                 "interval": list(report.validation_gain_interval),
                 "pairwise_gain": report.validation_pairwise_gain,
                 "sign_flip_p": report.sign_flip_p,
+                "evidence_groups": report.evidence_groups,
+                "evidence_gain": report.evidence_ndcg_gain,
+                "evidence_pairwise_gain": report.evidence_pairwise_gain,
+                "evidence_sign_flip_p": report.evidence_sign_flip_p,
                 "multipliers": report.multipliers.model_dump(),
                 "config": report.config.model_dump(mode="json"),
             }
@@ -215,13 +226,11 @@ def _work(args: tuple[float, int, int, float, str]) -> str:
     return str(path)
 
 
-def plan(
-    deltas: Iterable[float], volumes: Iterable[int], null_seeds: int, seeds: dict[float, int], other_seeds: int
-) -> list[tuple[float, int, int]]:
-    def count(d: float) -> int:
-        return null_seeds if d == 0.0 else seeds.get(d, other_seeds)
+def plan(deltas: Iterable[float], volumes: Iterable[int], quick: bool = False) -> list[tuple[float, int, int]]:
+    def count(d: float, n: int) -> int:
+        return (8 if d == 0.0 else 4) if quick else seeds_for(d, n)
 
-    return [(d, n, s) for d in deltas for n in volumes for s in range(count(d))]
+    return [(d, n, s) for d in deltas for n in volumes for s in range(count(d, n))]
 
 
 def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Season]:
@@ -246,30 +255,34 @@ def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Se
     return [pickle.loads(Path(p).read_bytes()) for p in sorted(paths)]
 
 
-def load(out: Path) -> list[Season]:
-    return [pickle.loads(p.read_bytes()) for p in sorted((out / "seasons").glob("*.pkl"))]
+def load(out: Path, cells: list[tuple[float, int, int]]) -> list[Season]:
+    """The planned seasons found in ``out`` (a bigger earlier plan's extra seasons stay unread)."""
+    paths = [_season_path(out, d, n, s) for d, n, s in cells]
+    return [pickle.loads(p.read_bytes()) for p in paths if p.exists()]
 
 
 # --- the designs' decisions ----------------------------------------------------------------------
 
-TODAY, SEQUENTIAL, IDEAL = "today", "sequential", "ideal"
-DESIGNS = (TODAY, SEQUENTIAL, IDEAL)
+TODAY, NEW, IDEAL = "today", "new", "ideal"
+DESIGNS = (TODAY, NEW, IDEAL)
 DESIGN_LABELS = {
-    TODAY: "today (v2: bootstrap + sign-flip at 2.5% on each gate, every night alone)",
-    SEQUENTIAL: "sequential (v3: screen at 0.2, holdout confirms within a 5% budget spent over its looks)",
+    TODAY: "today (v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the holdout; every night alone)",
+    NEW: "new (v3: sign-flip at 2.5% over the validation and cross-fitted training groups, then the holdout "
+    "within a 5% budget spent over its looks)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
 
 
 def offline_passes(look: Look, design: str) -> bool:
-    """The proposal stage's gate, as report version 2 (today) or 3 (sequential) decides it."""
+    """The proposal stage's gate: version 3 (the report's own decision, over the validation and
+    cross-fitted groups) or version 2 (the same report's validation groups alone, by the
+    version-2 rule: the bootstrap bound and the sign-flip test at 2.5%)."""
     o = look.offline
-    config = LearningConfig.model_validate(o["config"])
-    version = 3
-    if design == TODAY:
-        config, version = config.model_copy(update={"max_p_value": V2_OFFLINE_P}), 2
+    if design != TODAY:
+        return o["decision"] == "improved_on_observed_candidates"
+    config = LearningConfig.model_validate(o["config"]).model_copy(update={"crossfit_folds": None})
     decision = offline_gate(
-        schema_version=version,
+        schema_version=2,
         config=config,
         ndcg_gain=o["gain"],
         interval_low=o["interval"][0],
@@ -277,10 +290,6 @@ def offline_passes(look: Look, design: str) -> bool:
         p_value=o["sign_flip_p"],
     )
     return decision == "improved_on_observed_candidates"
-
-
-V2_OFFLINE_P = 0.025
-"""The offline sign-flip bound version-2 reports recorded."""
 
 
 def holdout_summary(season: Season, look: Look, design: str, holdout_look: int) -> dict:
@@ -306,7 +315,7 @@ class Outcome:
 
 def season_outcome(season: Season, design: str, *, nights: Iterable[int] | None = None) -> Outcome:
     """Activation over the season's nights (or only ``nights``), every look counted: the
-    sequential design numbers its holdout looks, each spending its share of the budget."""
+    new design numbers its holdout looks, each spending its share of the budget."""
     wanted = set(nights) if nights is not None else None
     looks = 0
     for look in season.looks:
@@ -449,7 +458,7 @@ def markdown(result: dict, meta: dict) -> str:
         "| design | " + " | ".join(f"n={n}" for n in volumes) + " |",
         "|---|" + "---|" * len(volumes),
     ]
-    for design in (TODAY, SEQUENTIAL):
+    for design in (TODAY, NEW):
         lines.append(
             f"| {design}: one look / season | "
             + " | ".join(
@@ -463,7 +472,7 @@ def markdown(result: dict, meta: dict) -> str:
         "",
         "Brackets: Wilson 95% intervals; the bound in parentheses is the season rate's upper end.",
         "Activated profiles below their baseline (true gain < 0), over all cells: "
-        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in (TODAY, SEQUENTIAL))
+        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in (TODAY, NEW))
         + ".",
         "",
     ]
@@ -480,7 +489,7 @@ def chart(result: dict, path: Path) -> None:
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-    styles = {TODAY: ":", SEQUENTIAL: "-", IDEAL: "--"}
+    styles = {TODAY: ":", NEW: "-", IDEAL: "--"}
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
     for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
         for colour, delta in zip(colours, deltas, strict=True):
@@ -510,11 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     args = parser.parse_args(argv)
-    null_seeds, seeds, other = (8, {}, 4) if args.quick else (NULL_SEEDS, SEEDS, OTHER_SEEDS)
     if not args.analyze_only:
-        run(plan(DELTAS, VOLUMES, null_seeds, seeds, other), args.out, args.workers)
+        run(plan(DELTAS, VOLUMES, args.quick), args.out, args.workers)
     started = time.perf_counter()
-    seasons = load(args.out)
+    seasons = load(args.out, plan(DELTAS, VOLUMES, args.quick))
     print(f"{len(seasons)} seasons loaded; deciding every look under each design", file=sys.stderr, flush=True)
     result = analyze(seasons)
     meta = {

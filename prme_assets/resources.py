@@ -17,7 +17,7 @@ from pydantic import Field
 
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput
-from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
+from prme_core.learning.config import POOL_DEFAULTS, V3_DEFAULTS, LearningConfig
 from prme_core.learning.full_retrieval import DEFAULT_ALPHA_BUDGET, HARM_DEFAULTS, FullRetrievalEvaluationConfig
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 from prme_core.retrieval.embedding import embedding_provider
@@ -89,6 +89,7 @@ class LearningPolicyResource(dg.ConfigurableResource):
     max_p_value: float = POOL_DEFAULTS["max_p_value"]
     ndcg_margin: float = POOL_DEFAULTS["ndcg_margin"]
     max_group_requests: int = POOL_DEFAULTS["max_group_requests"]
+    crossfit_folds: int = V3_DEFAULTS["crossfit_folds"]
     max_records: int = DEFAULT_MAX_RECORDS
     holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
     holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")

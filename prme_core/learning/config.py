@@ -35,13 +35,15 @@ POOL_DEFAULTS = {
     "pool_regularization": 0.001,
     "max_fit_requests": 1000,
     "search_starts": 32,
-    "max_p_value": 0.2,
+    "max_p_value": 0.025,
     "max_group_requests": 20,
     "ndcg_margin": 0.02,
 }
 """What a report records for the fields that came with version-2 reports when the caller leaves
-them unset (the pool-fitting parameters and the sign-flip test's bound: the version-3 screen's
-0.2; version-2 reports recorded 0.025)."""
+them unset (the pool-fitting parameters and the sign-flip test's bound)."""
+V3_DEFAULTS = {"crossfit_folds": 3}
+"""What a version-3 report records when the caller leaves it unset: how many folds the training
+groups are cross-fitted in (``crossfit_folds``)."""
 
 
 class LearningConfig(EvolvingModel):
@@ -51,7 +53,7 @@ class LearningConfig(EvolvingModel):
     None (a version-1 report never records them) and a new report records them resolved
     (``POOL_DEFAULTS``), so every value that shaped a proposal is in it."""
 
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = tuple(POOL_DEFAULTS)
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*POOL_DEFAULTS, *V3_DEFAULTS)
 
     seed: int = DEFAULT_SEED
     validation_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
@@ -83,10 +85,15 @@ class LearningConfig(EvolvingModel):
     request id; a group's metric is the mean over its requests and every group weighs the same,
     so a repeated query asked a thousand times need not be re-ranked a thousand times)."""
     max_p_value: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    """The validation groups' paired sign-flip test (one-sided) must give at most this p-value.
-    Version-3 reports: the offline screen's level (0.2 by default; the holdout confirms within
-    its own error budget). Version-2 reports recorded 0.025, beside a positive bootstrap bound."""
+    """The offline gate's paired sign-flip test (one-sided) must give at most this p-value: over
+    the validation groups and the cross-fitted training groups (version 3), over the validation
+    groups beside a positive bootstrap bound (version 2)."""
+    crossfit_folds: Annotated[int, Field(ge=2, le=10)] | None = None
+    """Version 3: the training groups are split into this many folds by a fixed hash; each fold is
+    judged by a proposal fitted on the other folds' training groups alone (never on validation
+    groups), so every judged group, not only the validation share, is evidence for the gate."""
 
     def resolved(self) -> LearningConfig:
-        """This configuration with every pool-fitting field explicit."""
-        return self.model_copy(update={k: v for k, v in POOL_DEFAULTS.items() if getattr(self, k) is None})
+        """This configuration with every field explicit (as a version-3 report records it)."""
+        defaults = {**POOL_DEFAULTS, **V3_DEFAULTS}
+        return self.model_copy(update={k: v for k, v in defaults.items() if getattr(self, k) is None})

@@ -1,15 +1,17 @@
 """The gate decisions, as pure functions. Report models call them to re-derive their own
 decision on load; Dagster asset checks call them to enforce the gates.
 
-Version-3 reports (what new evaluations write) use *screen and confirm*: the offline gate is a
-screen on the validation groups (a one-sided paired sign-flip test at ``max_p_value``, 0.2 by
-default), and the separate full-retrieval holdout confirms with its own sign-flip test at the
-level its error budget allows for this look (``look_alpha``: the k-th holdout look of a
-partition and baseline may spend ``budget / (k (k + 1))``, so every look together never spends
-more than the budget, 0.05 by default). The two tests judge disjoint queries, so a proposal
-without a true gain passes both with probability at most their product on one look, and the
-holdout's spending bounds every season of looks, however long. Version-2 reports keep their
-rules (a bootstrap interval and a sign-flip test at 2.5% on each gate, every look alone)."""
+Version-3 reports (what new evaluations write): the offline gate judges every judged group,
+not only the validation share — the proposal on the validation groups and, for each training
+group, a proposal fitted on the other training folds (cross-fitting; no validation label ever
+fits anything) — with a one-sided paired sign-flip test at ``max_p_value`` (0.025); the separate
+full-retrieval holdout confirms with its own sign-flip test at the level its error budget allows
+for this look (``look_alpha``: the k-th holdout look of a partition and baseline may spend
+``budget / (k (k + 1))``, so every look together never spends more than the budget, 0.05). The
+two tests judge disjoint queries, so a proposal without a true gain passes both on one look with
+probability at most their product, and the holdout's spending bounds every season of looks,
+however long. Version-2 reports keep their rules (a bootstrap interval and a sign-flip test at
+2.5% on the validation groups alone, every look judged alone)."""
 
 from __future__ import annotations
 
@@ -54,14 +56,18 @@ def screen_decision(
     min_ndcg_gain: float,
     p_value: float | None,
     max_p_value: float,
+    proposal_gain: float | None = None,
 ) -> OfflineDecision:
-    """The version-3 offline gate, a screen: the minimum mean validation NDCG gain, no mean
-    pairwise-accuracy regression, and the validation groups' one-sided paired sign-flip p-value
-    at most ``max_p_value``. It decides which proposals the holdout confirms; it is never enough
-    on its own (a profile also needs a confirming holdout)."""
+    """The version-3 offline gate over its evidence (the validation groups and the cross-fitted
+    training groups): the minimum mean NDCG gain, no mean pairwise-accuracy regression, the
+    groups' one-sided paired sign-flip p-value at most ``max_p_value``, and no loss of the
+    proposal itself on the validation groups (``proposal_gain`` ≥ 0). A profile also needs a
+    confirming holdout."""
     if not enough_groups:
         return "insufficient_data"
     assert ndcg_gain is not None and pairwise_gain is not None and p_value is not None
+    if proposal_gain is not None and proposal_gain < -TOLERANCE:
+        return "no_improvement"
     if ndcg_gain >= min_ndcg_gain and pairwise_gain >= -TOLERANCE and p_value <= max_p_value:
         return "improved_on_observed_candidates"
     return "no_improvement"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -40,14 +40,18 @@ from prme_core.learning.pool_ranking import PoolSet, recorded_lists
 from prme_core.learning.power import groups_for_power
 from prme_core.learning.proposal import (
     AlternativeFit,
+    CrossFitResult,
     LearningCoverage,
     LearningEvaluation,
     QueryLearningResult,
+    evidence_differences,
+    evidence_summary,
     learning_input_checksum,
     offline_gate,
     power_alpha,
 )
 from prme_core.learning.snapshot import FeedbackSnapshot
+from prme_core.learning.split import crossfit_fold
 from prme_core.retrieval.multipliers import FAMILY_V1, UNITY, RankingMultipliers
 from prme_core.validation import parse_model
 
@@ -141,6 +145,17 @@ class _Fitted:
     alternative: tuple[str, RankingMultipliers, tuple[np.ndarray, np.ndarray], int] | None = None
     measured: list[int] | None = None
     """Indices of the requests the metrics arrays are for (None: every request, in order)."""
+    folds: list[tuple[RankingMultipliers, tuple[np.ndarray, np.ndarray]]] | None = None
+    """Per cross-fitting fold: the proposal fitted on the other folds' training requests and its
+    metrics on every measured request (only the fold's own training requests are read)."""
+
+
+def _fold_of(prepared: Prepared, request_group: np.ndarray) -> Callable[[int], int]:
+    """Request index → the cross-fitting fold of its (training) group."""
+    cfg, group_ids = prepared.config, sorted(prepared.groups)
+    folds = cfg.crossfit_folds or 1
+    by_group = {g: crossfit_fold(group_ids[g], seed=cfg.seed, folds=folds) for g in set(request_group.tolist())}
+    return lambda i: by_group[int(request_group[i])]
 
 
 def _judged_fit(prepared: Prepared) -> _Fitted:
@@ -163,6 +178,23 @@ def _judged_fit(prepared: Prepared) -> _Fitted:
     )
     multipliers, loss_before, loss_after = coordinate_search(objective, cfg.passes_per_step)
     n_requests = len(prepared.requests)
+
+    def fit_without(fold: int) -> tuple[RankingMultipliers, tuple[np.ndarray, np.ndarray]]:
+        rows = np.array([i for i in training_requests if fold_of(int(i)) != fold], dtype=np.int64)
+        local = {g: j for j, g in enumerate(sorted({int(request_group[i]) for i in rows}))}
+        vector, _, _ = coordinate_search(
+            PairwiseObjective(
+                judged=prepared.judged.subset(rows),
+                request_group=np.array([local[int(request_group[i])] for i in rows], dtype=np.int64),
+                margin_scale=cfg.margin_scale,
+                regularization=cfg.regularization,
+            ),
+            cfg.passes_per_step,
+        )
+        scores = proposed_scores(prepared.judged, vector)
+        return RankingMultipliers.from_vector(vector), judged_metrics(prepared.judged, scores, n_requests, cfg.ndcg_k)
+
+    fold_of = _fold_of(prepared, request_group)
     return _Fitted(
         multipliers=RankingMultipliers.from_vector(multipliers),
         loss_before=loss_before,
@@ -172,6 +204,7 @@ def _judged_fit(prepared: Prepared) -> _Fitted:
             prepared.judged, proposed_scores(prepared.judged, multipliers), n_requests, cfg.ndcg_k
         ),
         fit_requests=int(training_requests.size),
+        folds=[fit_without(k) for k in range(cfg.crossfit_folds)] if cfg.crossfit_folds else None,
     )
 
 
@@ -217,10 +250,16 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
     groups = np.array([local[int(request_group[i])] for i in sample], dtype=np.int64)
     base = everything.judged_metrics(everything.rank(None, recorded=True), cfg.ndcg_k)
 
-    def fitted(algorithm: str) -> tuple[Any, ...]:
+    def fitted(algorithm: str, rows: list[int] | None = None) -> tuple[Any, ...]:
+        """The search of ``algorithm`` over the training sample (or its ``rows``: a fold's complement)."""
+        pools, fit_groups = train_pools, groups
+        if rows is not None:
+            local_rows = {g: j for j, g in enumerate(sorted({int(request_group[i]) for i in rows}))}
+            pools = PoolSet([prepared.pools[i] for i in rows])
+            fit_groups = np.array([local_rows[int(request_group[i])] for i in rows], dtype=np.int64)
         objective = PoolObjective(
-            train_pools,
-            groups,
+            pools,
+            fit_groups,
             algorithm=algorithm,  # type: ignore[arg-type]
             k=cfg.ndcg_k,
             regularization=cfg.pool_regularization if algorithm == POOL_NDCG_ALGORITHM else cfg.regularization,
@@ -241,11 +280,17 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
             found.evaluations,
         )
 
-    # The two objectives are independent searches over read-only pools: one thread each (numpy
-    # releases the GIL in the array work), the same results as one after the other.
+    # The two objectives and the cross-fitting folds are independent searches over read-only
+    # pools: two threads (numpy releases the GIL in the array work), the same results as one
+    # after the other.
     algorithms = (_pool_algorithm(cfg), _other(_pool_algorithm(cfg)))
-    results = dict(zip(algorithms, _fit_pool().map(fitted, algorithms), strict=True))
+    fold_of = _fold_of(prepared, request_group)
+    complements = [[i for i in sample if fold_of(i) != k] for k in range(cfg.crossfit_folds or 0)]
+    jobs = [_fit_pool().submit(fitted, a) for a in algorithms]
+    fold_jobs = [_fit_pool().submit(fitted, algorithms[0], rows) for rows in complements]
+    results = dict(zip(algorithms, (j.result() for j in jobs), strict=True))
     chosen, other = results[_pool_algorithm(cfg)], results[_other(_pool_algorithm(cfg))]
+    folds = [(j.result()[0], j.result()[3]) for j in fold_jobs] if complements else None
     return _Fitted(
         multipliers=chosen[0],
         loss_before=chosen[1],
@@ -256,6 +301,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
         search_evaluations=chosen[4],
         alternative=(_other(_pool_algorithm(cfg)), other[0], other[3], other[4]),
         measured=used,
+        folds=folds,
     )
 
 
@@ -334,20 +380,54 @@ def _validation_summary(
     return diffs, float(diffs.mean()), pairwise, interval
 
 
+def _crossfit_results(prepared: Prepared, fitted: _Fitted) -> list[CrossFitResult]:
+    """Each training group judged by the fold proposal that never saw it (group means over the
+    group's measured requests, as its training result)."""
+    if fitted.folds is None:
+        return []
+    cfg = prepared.config
+    by_fold = [
+        {r.group_id: r for r in _group_results(prepared, fitted.base, metrics, fitted.measured)}
+        for _, metrics in fitted.folds
+    ]
+    out = []
+    for q in _group_results(prepared, fitted.base, fitted.candidate, fitted.measured):
+        if q.split != "train":
+            continue
+        fold = crossfit_fold(q.group_id, seed=cfg.seed, folds=cfg.crossfit_folds)  # type: ignore[arg-type]
+        row = by_fold[fold][q.group_id]
+        out.append(
+            CrossFitResult(
+                group_id=q.group_id,
+                fold=fold,
+                request_ids=q.request_ids,
+                baseline_pairwise_accuracy=q.baseline_pairwise_accuracy,
+                candidate_pairwise_accuracy=row.candidate_pairwise_accuracy,
+                baseline_ndcg=q.baseline_ndcg,
+                candidate_ndcg=row.candidate_ndcg,
+            )
+        )
+    return out
+
+
 def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> LearningEvaluation:
     cfg = prepared.config
     queries = _group_results(prepared, fitted.base, fitted.candidate, fitted.measured)
     diffs, gain, pairwise_gain, interval = _validation_summary(queries, cfg)
     p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
+    crossfit = _crossfit_results(prepared, fitted)
+    evidence, evidence_pairs = evidence_differences(queries, crossfit)
+    summary = evidence_summary(evidence, evidence_pairs, cfg)
     decision = offline_gate(
         schema_version=REPORT_VERSION,
         config=cfg,
-        ndcg_gain=gain,
-        interval_low=interval[0],
-        pairwise_gain=pairwise_gain,
-        p_value=p_value,
+        ndcg_gain=summary["evidence_ndcg_gain"],
+        interval_low=summary["evidence_gain_interval"][0],
+        pairwise_gain=summary["evidence_pairwise_gain"],
+        p_value=summary["evidence_sign_flip_p"],
+        proposal_gain=gain,
     )
-    estimate = groups_for_power(diffs, alpha=power_alpha(REPORT_VERSION, cfg))
+    estimate = groups_for_power(evidence, alpha=power_alpha(REPORT_VERSION, cfg))
     alternative = None
     if fitted.alternative is not None:
         algorithm, multipliers, metrics, evaluations = fitted.alternative
@@ -378,6 +458,9 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
         groups_for_power=estimate.groups_for_power,
         alternative=alternative,
         sign_flip_p=p_value,
+        crossfit=tuple(crossfit),
+        crossfit_multipliers=tuple(m for m, _ in fitted.folds or ()),
+        **summary,
     )
 
 

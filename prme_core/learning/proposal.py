@@ -9,7 +9,7 @@ refuses to load if any of them disagree (a tampered decision, metric or checksum
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 import numpy as np
@@ -17,12 +17,12 @@ from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_digest
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
-from prme_core.learning.config import POOL_DEFAULTS, LearningConfig
+from prme_core.learning.config import POOL_DEFAULTS, V3_DEFAULTS, LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision, screen_decision
 from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM
 from prme_core.learning.power import groups_for_power
-from prme_core.learning.split import SPLIT_ALGORITHM, is_validation
+from prme_core.learning.split import SPLIT_ALGORITHM, crossfit_fold, is_validation
 from prme_core.retrieval.multipliers import UNITY, ProfileFamily, RankingMultipliers
 from prme_core.types import EvolvingModel, FrozenModel, Owner, Sha256Hex, SortedUnique
 
@@ -49,6 +49,19 @@ class QueryLearningResult(FrozenModel):
     split: Literal["train", "validation"]
     request_ids: tuple[UUID, ...] = Field(min_length=1)
     query_digests: tuple[Sha256Hex, ...] = Field(min_length=1)
+    baseline_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
+    candidate_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
+    baseline_ndcg: float = Field(ge=0.0, le=1.0)
+    candidate_ndcg: float = Field(ge=0.0, le=1.0)
+
+
+class CrossFitResult(FrozenModel):
+    """A training group judged out of fold: metrics at unity and under the proposal fitted on the
+    other folds' training groups (``fold`` names the proposal: ``crossfit_multipliers[fold]``)."""
+
+    group_id: Sha256Hex
+    fold: int = Field(ge=0)
+    request_ids: tuple[UUID, ...] = Field(min_length=1)
     baseline_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
     candidate_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
     baseline_ndcg: float = Field(ge=0.0, le=1.0)
@@ -98,9 +111,32 @@ class AlternativeFit(FrozenModel):
 
 
 def power_alpha(schema_version: int, config: LearningConfig) -> float | None:
-    """The one-sided level a report's power figure plans for: the screen's (version 3), else
-    the 95% interval's (None)."""
+    """The one-sided level a report's power figure plans for: the gate's sign-flip bound
+    (version 3), else the 95% interval's (None)."""
     return config.max_p_value if schema_version >= 3 else None
+
+
+def evidence_differences(
+    queries: tuple[QueryLearningResult, ...] | list[QueryLearningResult],
+    crossfit: tuple[CrossFitResult, ...] | list[CrossFitResult] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(NDCG, pairwise-accuracy) differences of every group the version-3 gate judges: the
+    proposal on the validation groups, then each cross-fitted training group out of fold."""
+    rows = [q for q in queries if q.split == "validation"] + list(crossfit or ())
+    ndcg = np.array([r.candidate_ndcg - r.baseline_ndcg for r in rows], dtype=np.float64)
+    pairs = np.array([r.candidate_pairwise_accuracy - r.baseline_pairwise_accuracy for r in rows], dtype=np.float64)
+    return ndcg, pairs
+
+
+def evidence_summary(ndcg: np.ndarray, pairs: np.ndarray, config: LearningConfig) -> dict[str, Any]:
+    """The version-3 gate's evidence figures over ``evidence_differences`` (as reports record them)."""
+    return {
+        "evidence_groups": int(ndcg.size),
+        "evidence_ndcg_gain": float(ndcg.mean()),
+        "evidence_pairwise_gain": float(pairs.mean()),
+        "evidence_gain_interval": bootstrap_interval(ndcg, samples=config.bootstrap_samples, seed=config.seed),
+        "evidence_sign_flip_p": sign_flip_p_value(ndcg, samples=config.bootstrap_samples, seed=config.seed),
+    }
 
 
 def offline_gate(
@@ -111,8 +147,11 @@ def offline_gate(
     interval_low: float,
     pairwise_gain: float,
     p_value: float | None,
+    proposal_gain: float | None = None,
 ) -> OfflineDecision:
-    """The decision a report of ``schema_version`` derives from its validation evidence."""
+    """The decision a report of ``schema_version`` derives from its evidence: for version 3 the
+    gains and p-value over the validation and cross-fitted groups (``evidence_differences``)
+    and the proposal's own validation gain, for earlier versions over the validation groups."""
     if schema_version >= 3:
         return screen_decision(
             enough_groups=True,
@@ -121,6 +160,7 @@ def offline_gate(
             min_ndcg_gain=config.min_ndcg_gain,
             p_value=p_value,
             max_p_value=config.max_p_value,  # type: ignore[arg-type]
+            proposal_gain=proposal_gain,
         )
     return offline_decision(
         enough_groups=True,
@@ -153,6 +193,13 @@ class LearningEvaluation(EvolvingModel):
         "groups_for_power",
         "alternative",
         "sign_flip_p",
+        "crossfit",
+        "crossfit_multipliers",
+        "evidence_groups",
+        "evidence_ndcg_gain",
+        "evidence_pairwise_gain",
+        "evidence_gain_interval",
+        "evidence_sign_flip_p",
     )
 
     schema_version: Literal[1, 2, 3] = 3
@@ -189,6 +236,17 @@ class LearningEvaluation(EvolvingModel):
     groups_for_power: int | None = Field(default=None, ge=2)
     alternative: AlternativeFit | None = None
     sign_flip_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    crossfit: tuple[CrossFitResult, ...] | None = None
+    """Version 3: the training groups judged out of fold (sorted by group id)."""
+    crossfit_multipliers: tuple[RankingMultipliers, ...] | None = None
+    """Version 3: the proposal each fold was judged by (fitted on the other folds' training groups)."""
+    evidence_groups: int | None = Field(default=None, ge=0)
+    evidence_ndcg_gain: float | None = None
+    evidence_pairwise_gain: float | None = None
+    evidence_gain_interval: tuple[float, float] | None = None
+    evidence_sign_flip_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    """Version 3: the gate's evidence, the validation groups and the cross-fitted groups together
+    (count, mean NDCG and pairwise-accuracy gains, bootstrap interval, one-sided sign-flip p)."""
 
     @model_validator(mode="after")
     def _rederive(self) -> LearningEvaluation:
@@ -233,20 +291,38 @@ class LearningEvaluation(EvolvingModel):
         interval = bootstrap_interval(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
         if self.validation_gain_interval is None or tuple(self.validation_gain_interval) != interval:
             raise ValueError("the bootstrap interval does not match the per-group differences")
-        self._check_power(diffs)
         p_value = None
         if self.schema_version >= 2:
             p_value = sign_flip_p_value(diffs, samples=self.config.bootstrap_samples, seed=self.config.seed)
             if self.sign_flip_p != p_value:
                 raise ValueError("sign_flip_p does not match the validation groups' differences")
-        decision = offline_gate(
-            schema_version=self.schema_version,
-            config=self.config,
-            ndcg_gain=gain,
-            interval_low=interval[0],
-            pairwise_gain=pairwise,
-            p_value=p_value,
-        )
+        if self.schema_version >= 3:
+            self._check_crossfit()
+            evidence, evidence_pairs = evidence_differences(self.queries, self.crossfit)
+            expected = evidence_summary(evidence, evidence_pairs, self.config)
+            for name, value in expected.items():
+                if getattr(self, name) != value:
+                    raise ValueError(f"{name} does not match the validation and cross-fitted groups")
+            self._check_power(evidence)
+            decision = offline_gate(
+                schema_version=3,
+                config=self.config,
+                ndcg_gain=expected["evidence_ndcg_gain"],
+                interval_low=expected["evidence_gain_interval"][0],
+                pairwise_gain=expected["evidence_pairwise_gain"],
+                p_value=expected["evidence_sign_flip_p"],
+                proposal_gain=gain,
+            )
+        else:
+            self._check_power(diffs)
+            decision = offline_gate(
+                schema_version=self.schema_version,
+                config=self.config,
+                ndcg_gain=gain,
+                interval_low=interval[0],
+                pairwise_gain=pairwise,
+                p_value=p_value,
+            )
         if decision != self.decision:
             raise ValueError("learning decision does not match its validation evidence")
         return self
@@ -261,6 +337,16 @@ class LearningEvaluation(EvolvingModel):
             return
         if None in v2 or any(getattr(self.config, name) is None for name in POOL_DEFAULTS):
             raise ValueError("a version-2 report records its family, fit path and reason, metric and resolved config")
+        v3 = self.schema_version >= 3
+        if any((getattr(self.config, name) is not None) != v3 for name in V3_DEFAULTS):
+            raise ValueError("a version-3 report records its cross-fitting folds; a version-2 report none")
+        fitted = self.decision != "insufficient_data"
+        if self.schema_version == 2 and any(
+            getattr(self, f) is not None for f in self.ADDED_FIELDS[self.ADDED_FIELDS.index("crossfit") :]
+        ):
+            raise ValueError("a version-2 report records no cross-fitted evidence")
+        if v3 and fitted and None in (self.crossfit, self.crossfit_multipliers, self.evidence_groups):
+            raise ValueError("a fitted version-3 report records its cross-fitted evidence")
         pool = self.fit_path == "pool"
         if pool != (self.algorithm in (POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM)) or pool != (
             self.metric == "pool_judged_ndcg"
@@ -279,6 +365,30 @@ class LearningEvaluation(EvolvingModel):
         if self.groups_for_power != estimate.groups_for_power:
             raise ValueError("groups_for_power does not match the validation groups' gain and spread")
 
+    def _check_crossfit(self) -> None:
+        """Cross-fitted groups are training groups, each in the fold its hash gives, judged by
+        that fold's proposal; every fold has a proposal of the report's family."""
+        folds = self.config.crossfit_folds
+        assert folds is not None and self.crossfit is not None and self.crossfit_multipliers is not None
+        if len(self.crossfit_multipliers) != folds or any(
+            m.family != self.multipliers.family for m in self.crossfit_multipliers
+        ):
+            raise ValueError(f"a version-3 report records one proposal of its family per fold ({folds})")
+        ids = [c.group_id for c in self.crossfit]
+        if ids != sorted(set(ids)):
+            raise ValueError("crossfit must be sorted by group id and unique")
+        train = {q.group_id: q for q in self.queries if q.split == "train"}
+        if set(ids) != set(train):
+            raise ValueError("every training group is cross-fitted, and only those")
+        for c in self.crossfit:
+            if c.group_id not in train or c.fold != crossfit_fold(c.group_id, seed=self.config.seed, folds=folds):
+                raise ValueError(f"cross-fitted group {c.group_id} is not a training group of fold {c.fold}")
+            if c.request_ids != train[c.group_id].request_ids or (c.baseline_ndcg, c.baseline_pairwise_accuracy) != (
+                train[c.group_id].baseline_ndcg,
+                train[c.group_id].baseline_pairwise_accuracy,
+            ):
+                raise ValueError(f"cross-fitted group {c.group_id} disagrees with its training result at unity")
+
     def _check_insufficient(self, enough: bool) -> None:
         if self.decision != "insufficient_data" or enough:
             raise ValueError("insufficient_data is the decision exactly when coverage is below the minimum")
@@ -296,6 +406,13 @@ class LearningEvaluation(EvolvingModel):
                 self.groups_for_power,
                 self.alternative,
                 self.sign_flip_p,
+                self.crossfit,
+                self.crossfit_multipliers,
+                self.evidence_groups,
+                self.evidence_ndcg_gain,
+                self.evidence_pairwise_gain,
+                self.evidence_gain_interval,
+                self.evidence_sign_flip_p,
             )
         ):
             raise ValueError("an insufficient-coverage report records no losses or metrics")

@@ -35,6 +35,12 @@ def is_validation(group: str, *, seed: int, validation_fraction: float) -> bool:
     return value / float(2**256) < validation_fraction
 
 
+def crossfit_fold(group: str, *, seed: int, folds: int) -> int:
+    """The fold (0..folds-1) of a training group: a fixed hash of the group and the seed, so a
+    group stays in its fold however much feedback arrives."""
+    return int(hashlib.sha256(f"{seed}:crossfit:{group}".encode()).hexdigest(), 16) % folds
+
+
 def group_sample(request_ids: Sequence[str], *, limit: int, seed: int) -> list[int]:
     """At most ``limit`` of one group's requests (indices, ascending): the first in the order of
     a seeded hash of the request id."""

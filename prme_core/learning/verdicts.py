@@ -26,7 +26,7 @@ from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.gates import look_alpha
 from prme_core.learning.power import GroupsNeeded, groups_for_power
-from prme_core.learning.proposal import LearningEvaluation, power_alpha
+from prme_core.learning.proposal import LearningEvaluation, evidence_differences, power_alpha
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 
 VerdictOutcome = Literal["passed", "expected_no", "integrity_failure"]
@@ -49,14 +49,20 @@ class Verdict:
 
 
 def offline_groups_needed(report: LearningEvaluation) -> tuple[GroupsNeeded, int | None]:
-    """(estimate over the validation groups, more judged query groups to collect in total).
+    """(estimate over the gate's groups, more judged query groups to collect in total).
 
-    The estimate plans for the report's own gate: the screen's level (version 3), else the 95%
-    interval. Only ``validation_fraction`` of new judged query groups land in validation (the
-    split is a hash), so the groups to collect are the validation groups needed divided by that
-    fraction, less every group already judged."""
+    Version 3: the gate judges the validation and the cross-fitted training groups, nearly every
+    judged group, so the groups to collect are those 80% power needs at the gate's level less
+    those judged. Earlier versions judged only the validation groups, ``validation_fraction`` of
+    new judged groups (the split is a hash): the groups needed divided by that fraction."""
+    if report.schema_version >= 3:
+        evidence, _ = evidence_differences(report.queries, report.crossfit)
+        estimate = groups_for_power(evidence, alpha=power_alpha(report.schema_version, report.config))
+        if estimate.groups_for_power is None:
+            return estimate, None
+        return estimate, max(0, estimate.groups_for_power - estimate.observed_groups)
     validation = [q.candidate_ndcg - q.baseline_ndcg for q in report.queries if q.split == "validation"]
-    estimate = groups_for_power(validation, alpha=power_alpha(report.schema_version, report.config))
+    estimate = groups_for_power(validation)
     if estimate.groups_for_power is None:
         return estimate, None
     total_needed = math.ceil(estimate.groups_for_power / report.config.validation_fraction)
@@ -191,7 +197,19 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
     interval = proposal.validation_gain_interval
     facts = {
         "decision": proposal.decision,
-        "gate": "screen" if proposal.schema_version >= 3 else "bootstrap and sign-flip",
+        "gate": "validation and cross-fitted groups" if proposal.schema_version >= 3 else "validation groups",
+        "evidence_groups": proposal.evidence_groups,
+        "evidence_ndcg_gain": proposal.evidence_ndcg_gain,
+        "evidence_interval_low": None
+        if proposal.evidence_gain_interval is None
+        else proposal.evidence_gain_interval[0],
+        "evidence_interval_high": None
+        if proposal.evidence_gain_interval is None
+        else proposal.evidence_gain_interval[1],
+        "evidence_pairwise_gain": proposal.evidence_pairwise_gain,
+        "evidence_sign_flip_p": proposal.evidence_sign_flip_p,
+        "crossfit_folds": proposal.config.crossfit_folds,
+        "validation_groups": proposal.coverage.validation_queries,
         "validation_ndcg_gain": proposal.validation_ndcg_gain,
         "interval_low": None if interval is None else interval[0],
         "interval_high": None if interval is None else interval[1],
@@ -204,16 +222,20 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
         **{f"multiplier_{k}": v for k, v in proposal.multipliers.model_dump().items()},
     }
     if proposal.decision == "improved_on_observed_candidates":
-        screened = (
-            f"; screen passed (sign-flip p {proposal.sign_flip_p:.3g} ≤ {proposal.config.max_p_value}), "
-            "the holdout confirms"
-            if proposal.schema_version >= 3
-            else ""
-        )
+        if proposal.schema_version >= 3:
+            low, high = proposal.evidence_gain_interval  # type: ignore[misc]
+            return Verdict(
+                True,
+                f"NDCG gain {proposal.evidence_ndcg_gain:+.4f} [{low:+.4f}, {high:+.4f}] over "
+                f"{proposal.evidence_groups} validation and cross-fitted groups (sign-flip p "
+                f"{proposal.evidence_sign_flip_p:.3g} ≤ {proposal.config.max_p_value}); the proposal itself "
+                f"{proposal.validation_ndcg_gain:+.4f} on the validation groups",
+                facts,
+            )
         return Verdict(
             True,
             f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, {CONFIDENCE:.0%} interval "
-            f"[{interval[0]:+.4f}, {interval[1]:+.4f}]{screened}",  # type: ignore[index]
+            f"[{interval[0]:+.4f}, {interval[1]:+.4f}]",  # type: ignore[index]
             facts,
         )
     if proposal.decision == "insufficient_data":

@@ -13,14 +13,15 @@ def test_the_learning_policy_defaults_are_the_prme_core_config_defaults():
         assert getattr(policy, field) == getattr(learning, field), field
     for field, name in HOLDOUT_FIELDS.items():
         assert getattr(policy, name) == getattr(holdout, field), name
-    assert set(HOLDOUT_FIELDS) == set(FullRetrievalEvaluationConfig.model_fields)
+    # the look and its level are the store's count and derived from the budget, never a policy
+    assert set(HOLDOUT_FIELDS) == set(FullRetrievalEvaluationConfig.model_fields) - {"look", "max_p_value"}
     assert policy.max_records == DEFAULT_MAX_RECORDS
 
 
 def test_the_default_learning_policy_builds_the_default_prme_core_configs():
     policy = LearningPolicyResource()
     assert policy.learning_config() == LearningConfig().resolved()
-    assert policy.holdout_config() == FullRetrievalEvaluationConfig().resolved()
+    assert policy.holdout_config().resolved() == FullRetrievalEvaluationConfig().resolved()
 
 
 def test_every_policy_field_sets_a_prme_core_config_field_or_the_snapshot_bound():

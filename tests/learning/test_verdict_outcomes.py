@@ -88,8 +88,14 @@ def test_a_small_noisy_offline_gain_needs_about_n_more_judged_queries(snapshot):
         q.group_id: q.model_copy(update={"baseline_ndcg": 0.5, "candidate_ndcg": 0.82 if i % 2 else 0.22})
         for i, q in enumerate(validation)
     }  # differences alternate -0.28 / +0.32
+    noisy_crossfit = tuple(
+        c.model_copy(update={"baseline_ndcg": 0.5, "candidate_ndcg": 0.82 if i % 2 else 0.22})
+        for i, c in enumerate(report.crossfit)
+    )  # the gate's evidence: the validation and the cross-fitted training groups
     verdict = offline_gate_verdict(
-        report.model_copy(update={"queries": tuple(noisy.get(q.group_id, q) for q in report.queries)})
+        report.model_copy(
+            update={"queries": tuple(noisy.get(q.group_id, q) for q in report.queries), "crossfit": noisy_crossfit}
+        )
     )
     more = verdict.facts["more_groups_needed"]
     assert more > len(report.queries) and verdict.facts["needs"] == f"needs about {more} more judged queries"
@@ -105,7 +111,10 @@ def test_an_offline_insufficient_data_says_the_coverage_shortfall(snapshot):
 def test_a_proposal_without_any_gain_needs_no_measurable_gain_rather_than_a_number(snapshot):
     report = evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES)
     flat = [q.model_copy(update={"candidate_ndcg": q.baseline_ndcg}) for q in report.queries]
-    estimate, more = offline_groups_needed(report.model_copy(update={"queries": tuple(flat)}))
+    flat_crossfit = tuple(c.model_copy(update={"candidate_ndcg": c.baseline_ndcg}) for c in report.crossfit)
+    estimate, more = offline_groups_needed(
+        report.model_copy(update={"queries": tuple(flat), "crossfit": flat_crossfit})
+    )
     assert more is None and estimate.groups_for_power is None  # the function the verdict maps to "no measurable gain"
 
 

@@ -111,11 +111,17 @@ def test_replay_verdict_fails_when_a_judged_candidate_does_not_replay(split):
 def test_offline_gate_verdict_passes_an_improvement_with_its_gain_and_interval(proposal):
     verdict = offline_gate_verdict(proposal)
     low, high = proposal.validation_gain_interval
+    e_low, e_high = proposal.evidence_gain_interval
     assert verdict.passed and proposal.decision == "improved_on_observed_candidates"
     assert verdict.description == (
-        f"validation NDCG gain {proposal.validation_ndcg_gain:+.4f}, 95% interval [{low:+.4f}, {high:+.4f}]"
+        f"NDCG gain {proposal.evidence_ndcg_gain:+.4f} [{e_low:+.4f}, {e_high:+.4f}] over "
+        f"{proposal.evidence_groups} validation and cross-fitted groups (sign-flip p "
+        f"{proposal.evidence_sign_flip_p:.3g} ≤ 0.025); the proposal itself "
+        f"{proposal.validation_ndcg_gain:+.4f} on the validation groups"
     )
     assert (verdict.facts["interval_low"], verdict.facts["interval_high"]) == (low, high)
+    assert (verdict.facts["evidence_interval_low"], verdict.facts["evidence_interval_high"]) == (e_low, e_high)
+    assert verdict.facts["evidence_groups"] == len(proposal.queries)  # every training group is cross-fitted
     assert verdict.facts["min_ndcg_gain"] == 0.01 and verdict.facts["input_checksum"] == proposal.input_checksum
     assert verdict.facts["multiplier_lexical"] == proposal.multipliers.lexical
 
@@ -230,7 +236,10 @@ def test_holdout_gate_verdict_passes_an_improvement_over_enough_groups(lab):
     e = lab["outcome"].evaluation
     verdict = holdout_gate_verdict(lab["outcome"])
     assert verdict.passed and e.decision == "improved_full_retrieval"
-    assert verdict.description == f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups"
+    assert verdict.description == (
+        f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups; sign-flip p "
+        f"{e.sign_flip_p:.3g} ≤ 0.025, the level look 1 may spend of the 0.05 budget"
+    )
     assert verdict.facts["min_query_groups"] == HOLDOUT_CONFIG["min_query_groups"]
     assert verdict.facts["baseline_profile_id"] is None and verdict.facts["interval_low"] > 0
 
