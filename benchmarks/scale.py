@@ -98,9 +98,8 @@ def owner_name(i: int) -> str:
 def _generate_slice(args: tuple[str, list[int], int, int]) -> int:
     """Build the owners ``indices`` in the store at ``url`` (one process, one client)."""
     url, indices, topics, filler = args
-    sys.path.insert(0, str(ROOT))
     from prme_core import MemoryClient
-    from tests.learning_lab import TOPICS, build_lab
+    from prme_core.datasets.lab import TOPICS, build_lab
 
     vocabulary = list(TOPICS) + EXTRA_TOPICS
     assert len(set(vocabulary)) == len(vocabulary) and topics <= len(vocabulary)

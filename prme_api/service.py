@@ -74,7 +74,7 @@ class MemoryService:
         self.configured_scopes: tuple[str, ...] = tuple(engine.settings.scopes)
 
     async def authenticate(self, api_key: str | None) -> Principal:
-        return await self.engine.authenticate(api_key)  # type: ignore[attr-defined]
+        return await self.engine.authenticate(api_key)
 
     # --- scope checks -------------------------------------------------------------------------
 
@@ -120,7 +120,7 @@ class MemoryService:
             return [True] * len(request_ids)
         out = []
         for request_id in request_ids:
-            receipt = await self.engine.get_receipt(request_id, principal.owner)  # type: ignore[attr-defined]
+            receipt = await self.engine.get_receipt(request_id, principal.owner)
             out.append(receipt is not None and principal.permits(receipt.scopes))
         return out
 
@@ -138,16 +138,16 @@ class MemoryService:
 
     async def store_memory(self, principal: Principal, request: MemoryInput) -> dict[str, Any]:
         principal.require([request.scope], "scope")
-        return _json(await self.engine.store_memory(principal.owner, request))  # type: ignore[attr-defined]
+        return _json(await self.engine.store_memory(principal.owner, request))
 
     async def store_batch(self, principal: Principal, request: m.StoreBatchRequest) -> dict[str, Any]:
         for i, item in enumerate(request.items):
             principal.require([item.scope], f"items[{i}].scope")
-        nodes = await self.engine.store_batch(principal.owner, request.items)  # type: ignore[attr-defined]
+        nodes = await self.engine.store_batch(principal.owner, request.items)
         return {"items": [_json(n) for n in nodes]}
 
     async def get_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
-        node = await self.engine.get(principal.owner, request.node_id)  # type: ignore[attr-defined]
+        node = await self.engine.get(principal.owner, request.node_id)
         self._visible(principal, [node.scope], "memory")
         return _json(node)
 
@@ -164,11 +164,11 @@ class MemoryService:
             override = getattr(request, name)
             arguments[name] = None if override is None else override.model_dump(exclude_unset=True)
         arguments["ranking_multipliers"] = request.ranking_multipliers
-        response = await self.engine.retrieve(request.query, owner=principal.owner, scopes=scopes, **arguments)  # type: ignore[attr-defined]
+        response = await self.engine.retrieve(request.query, owner=principal.owner, scopes=scopes, **arguments)
         return retrieval_body(response, include_context=request.include_context, include_bundle=request.include_bundle)
 
     async def get_receipt(self, principal: Principal, request: m.RequestRef) -> dict[str, Any]:
-        receipt = await self.engine.get_receipt(request.request_id, principal.owner)  # type: ignore[attr-defined]
+        receipt = await self.engine.get_receipt(request.request_id, principal.owner)
         if receipt is None:
             raise ResourceNotFound("retrieval receipt")
         self._visible(principal, receipt.scopes, "retrieval receipt")
@@ -178,7 +178,7 @@ class MemoryService:
 
     async def record_relevance(self, principal: Principal, request: m.RecordRelevanceRequest) -> dict[str, Any]:
         await self._require_receipt(principal, request.request_id)
-        record = await self.engine.record_relevance(  # type: ignore[attr-defined]
+        record = await self.engine.record_relevance(
             request.request_id,
             request.labels,
             owner=principal.owner,
@@ -189,7 +189,7 @@ class MemoryService:
         return _json(record)
 
     async def get_relevance(self, principal: Principal, request: m.FeedbackRef) -> dict[str, Any]:
-        record = await self.engine.get_relevance(request.feedback_id, principal.owner)  # type: ignore[attr-defined]
+        record = await self.engine.get_relevance(request.feedback_id, principal.owner)
         if record is None:
             raise ResourceNotFound("relevance record")
         self._visible(principal, _scopes_of_key(record.scope_key), "relevance record")
@@ -197,7 +197,7 @@ class MemoryService:
 
     async def list_relevance(self, principal: Principal, request: m.Page) -> dict[str, Any]:
         async def fetch(after: UUID | None, limit: int) -> list[Any]:
-            return await self.engine.list_relevance(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+            return await self.engine.list_relevance(principal.owner, after=after, limit=limit)
 
         async def visible(batch: list[Any]) -> list[bool]:
             return [principal.permits(_scopes_of_key(r.scope_key)) for r in batch]
@@ -209,7 +209,7 @@ class MemoryService:
 
     async def record_answer_citations(self, principal: Principal, request: m.RecordCitationsRequest) -> dict[str, Any]:
         await self._require_receipt(principal, request.request_id)
-        record = await self.engine.record_answer_citations(  # type: ignore[attr-defined]
+        record = await self.engine.record_answer_citations(
             request.request_id,
             owner=principal.owner,
             answer_id=request.answer_id,
@@ -221,7 +221,7 @@ class MemoryService:
         return _json(record)
 
     async def _citation(self, principal: Principal, citation_id: UUID) -> Any:
-        record = await self.engine.get_answer_citations(citation_id, principal.owner)  # type: ignore[attr-defined]
+        record = await self.engine.get_answer_citations(citation_id, principal.owner)
         if record is None or not (await self._receipt_scopes_visible(principal, [record.request_id]))[0]:
             raise ResourceNotFound("answer citation record")
         return record
@@ -231,7 +231,7 @@ class MemoryService:
 
     async def list_answer_citations(self, principal: Principal, request: m.Page) -> dict[str, Any]:
         async def fetch(after: UUID | None, limit: int) -> list[Any]:
-            return await self.engine.list_answer_citations(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+            return await self.engine.list_answer_citations(principal.owner, after=after, limit=limit)
 
         async def visible(batch: list[Any]) -> list[bool]:
             return await self._receipt_scopes_visible(principal, [r.request_id for r in batch])
@@ -240,11 +240,11 @@ class MemoryService:
         return {**page, "items": [_json(r) for r in items]}
 
     async def ablate_context(self, principal: Principal, request: m.AblateContextRequest) -> dict[str, Any]:
-        return _json(self.engine.ablate_context(request.bundle, request.node_ids))  # type: ignore[attr-defined]
+        return _json(self.engine.ablate_context(request.bundle, request.node_ids))
 
     async def assess_context_presence(self, principal: Principal, request: m.AssessPresenceRequest) -> dict[str, Any]:
         citation = await self._citation(principal, request.citation_id)
-        credit = self.engine.assess_context_presence(  # type: ignore[attr-defined]
+        credit = self.engine.assess_context_presence(
             request.ablation,
             citation,
             baseline_correct=request.baseline_correct,
@@ -256,7 +256,7 @@ class MemoryService:
     # --- learning and holdout ---------------------------------------------------------------
 
     async def evaluate_learning(self, principal: Principal, request: m.EvaluateLearningRequest) -> dict[str, Any]:
-        report = await self.engine.evaluate_learning(  # type: ignore[attr-defined]
+        report = await self.engine.evaluate_learning(
             principal.owner,
             scopes=self._scopes(principal, request.scopes),
             surface=request.surface,
@@ -268,16 +268,16 @@ class MemoryService:
 
     async def register_holdout_queries(self, principal: Principal, request: m.RegisterHoldoutRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        queries = await self.engine.register_holdout_queries(principal.owner, scopes, request.queries)  # type: ignore[attr-defined]
+        queries = await self.engine.register_holdout_queries(principal.owner, scopes, request.queries)
         return {"items": [_json(q) for q in queries], "next_after": None}
 
     async def list_holdout_queries(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
-        queries = await self.engine.list_holdout_queries(principal.owner, self._scopes(principal, request.scopes))  # type: ignore[attr-defined]
+        queries = await self.engine.list_holdout_queries(principal.owner, self._scopes(principal, request.scopes))
         return {"items": [_json(q) for q in queries], "next_after": None}
 
     async def retire_holdout_queries(self, principal: Principal, request: m.RetireHoldoutRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        retired = await self.engine.retire_holdout_queries(principal.owner, scopes, request.holdout_ids)  # type: ignore[attr-defined]
+        retired = await self.engine.retire_holdout_queries(principal.owner, scopes, request.holdout_ids)
         return {"retired": retired}
 
     def _own_report(self, principal: Principal, report: Any, field: str) -> None:
@@ -287,7 +287,7 @@ class MemoryService:
 
     async def evaluate_holdout(self, principal: Principal, request: m.EvaluateHoldoutRequest) -> dict[str, Any]:
         self._own_report(principal, request.proposal, "proposal")
-        report = await self.engine.evaluate_holdout(request.proposal, config=request.config)  # type: ignore[attr-defined]
+        report = await self.engine.evaluate_holdout(request.proposal, config=request.config)
         return _json(report)
 
     # --- ranking profiles -------------------------------------------------------------------
@@ -295,7 +295,7 @@ class MemoryService:
     async def create_ranking_profile(self, principal: Principal, request: m.CreateProfileRequest) -> dict[str, Any]:
         self._own_report(principal, request.proposal, "proposal")
         self._own_report(principal, request.holdout, "holdout")
-        profile = await self.engine.create_ranking_profile(  # type: ignore[attr-defined]
+        profile = await self.engine.create_ranking_profile(
             request.proposal,
             request.holdout,
             owner=principal.owner,
@@ -305,7 +305,7 @@ class MemoryService:
         return _json(profile)
 
     async def _profile_status(self, principal: Principal, profile_id: UUID) -> Any:
-        status = await self.engine.get_ranking_profile(profile_id, principal.owner)  # type: ignore[attr-defined]
+        status = await self.engine.get_ranking_profile(profile_id, principal.owner)
         if status is None:
             raise ResourceNotFound("ranking profile")
         self._visible(principal, status.profile.scopes, "ranking profile")
@@ -316,7 +316,7 @@ class MemoryService:
 
     async def list_ranking_profiles(self, principal: Principal, request: m.Page) -> dict[str, Any]:
         async def fetch(after: UUID | None, limit: int) -> list[Any]:
-            return await self.engine.list_ranking_profiles(principal.owner, after=after, limit=limit)  # type: ignore[attr-defined]
+            return await self.engine.list_ranking_profiles(principal.owner, after=after, limit=limit)
 
         async def visible(batch: list[Any]) -> list[bool]:
             return [principal.permits(p.scopes) for p in batch]
@@ -328,12 +328,12 @@ class MemoryService:
 
     async def get_active_ranking_profile(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        profile = await self.engine.get_active_ranking_profile(principal.owner, scopes)  # type: ignore[attr-defined]
+        profile = await self.engine.get_active_ranking_profile(principal.owner, scopes)
         return {"profile": None if profile is None else _json(profile)}
 
     async def ranking_profile_history(self, principal: Principal, request: m.HistoryQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        states = await self.engine.ranking_profile_history(  # type: ignore[attr-defined]
+        states = await self.engine.ranking_profile_history(
             principal.owner, scopes, limit=request.limit, before=request.before
         )
         items = [state_body(s) for s in states]
@@ -341,7 +341,7 @@ class MemoryService:
 
     async def ranking_profile_at(self, principal: Principal, request: m.AsOfQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        state = await self.engine.ranking_profile_at(principal.owner, scopes, request.at)  # type: ignore[attr-defined]
+        state = await self.engine.ranking_profile_at(principal.owner, scopes, request.at)
         return {"state": None if state is None else state_body(state)}
 
     async def _change(self, principal: Principal, scopes: Sequence[str], change: Awaitable[Any]) -> dict[str, Any]:
@@ -349,12 +349,12 @@ class MemoryService:
         try:
             return state_body(await change)
         except (StaleProfileError, NoOpTransition) as exc:
-            newest = await self.engine.ranking_profile_history(principal.owner, scopes, limit=1)  # type: ignore[attr-defined]
+            newest = await self.engine.ranking_profile_history(principal.owner, scopes, limit=1)
             raise StaleState(exc, state_body(newest[0]) if newest else None) from exc
 
     async def activate_ranking_profile(self, principal: Principal, request: m.ActivateRequest) -> dict[str, Any]:
         status = await self._profile_status(principal, request.profile_id)
-        change = self.engine.activate_ranking_profile(  # type: ignore[attr-defined]
+        change = self.engine.activate_ranking_profile(
             request.profile_id, owner=principal.owner, change_id=request.change_id, reactivate=request.reactivate
         )
         return await self._change(principal, status.profile.scopes, change)
@@ -368,7 +368,7 @@ class MemoryService:
 
     async def deactivate_ranking_profile(self, principal: Principal, request: m.DeactivateRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
-        change = self.engine.deactivate_ranking_profile(  # type: ignore[attr-defined]
+        change = self.engine.deactivate_ranking_profile(
             owner=principal.owner, scopes=scopes, change_id=request.change_id, **self._expected(request)
         )
         return await self._change(principal, scopes, change)
@@ -377,7 +377,7 @@ class MemoryService:
         scopes = self._scopes(principal, request.scopes)
         if request.profile_id is not None:
             await self._profile_status(principal, request.profile_id)
-        change = self.engine.rollback_ranking_profile(  # type: ignore[attr-defined]
+        change = self.engine.rollback_ranking_profile(
             request.profile_id,
             owner=principal.owner,
             scopes=scopes,

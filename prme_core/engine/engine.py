@@ -8,66 +8,42 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from prme_core.engine.client import MemoryClient
 from prme_core.settings import EngineSettings
 from prme_core.storage import Store
 
-ASYNC_METHODS: tuple[str, ...] = (
-    "store_memory",
-    "store_batch",
-    "get",
-    "history",
-    "edges",
-    "scan",
-    "link",
-    "supersede",
-    "archive",
-    "retrieve",
-    "get_receipt",
-    "record_relevance",
-    "get_relevance",
-    "list_relevance",
-    "record_answer_citations",
-    "get_answer_citations",
-    "list_answer_citations",
-    "snapshot_feedback",
-    "evaluate_learning",
-    "register_holdout_queries",
-    "list_holdout_queries",
-    "retire_holdout_queries",
-    "memory_artifact_digest",
-    "run_holdout",
-    "evaluate_full_retrieval",
-    "evaluate_holdout",
-    "holdout_baseline",
-    "holdout_look",
-    "create_ranking_profile",
-    "activate_ranking_profile",
-    "deactivate_ranking_profile",
-    "rollback_ranking_profile",
-    "get_ranking_profile",
-    "list_ranking_profiles",
-    "get_active_ranking_profile",
-    "ranking_profile_history",
-    "ranking_profile_at",
-    "create_api_key",
-    "list_api_keys",
-    "revoke_api_key",
-    "authenticate",
-)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _async_method(name: str) -> Callable[..., Any]:
-    sync = getattr(MemoryClient, name)
+class _InThread(Generic[P, R]):
+    """A ``MemoryClient`` method as a coroutine of the engine: the call runs in a worker thread,
+    so the event loop never blocks on the database. Typed as the client method it wraps."""
 
-    @functools.wraps(sync)
-    async def method(self: MemoryEngine, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(getattr(self.client, name), *args, **kwargs)
+    def __init__(self, method: Callable[Concatenate[MemoryClient, P], R]) -> None:
+        self.method = method
+        self.__doc__ = method.__doc__
 
-    return method
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, engine: None, owner: type) -> _InThread[P, R]: ...
+    @overload
+    def __get__(self, engine: MemoryEngine, owner: type) -> Callable[P, Awaitable[R]]: ...
+    def __get__(self, engine: MemoryEngine | None, owner: type) -> Any:
+        if engine is None:
+            return self
+        bound = getattr(engine.client, self.name)
+
+        @functools.wraps(self.method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return await asyncio.to_thread(bound, *args, **kwargs)
+
+        return call
 
 
 class MemoryEngine:
@@ -87,6 +63,53 @@ class MemoryEngine:
     def settings(self) -> EngineSettings:
         return self.client.settings
 
+    # Every I/O method of MemoryClient, as a coroutine (one worker-thread call each).
+    store_memory = _InThread(MemoryClient.store_memory)
+    store_batch = _InThread(MemoryClient.store_batch)
+    get = _InThread(MemoryClient.get)
+    history = _InThread(MemoryClient.history)
+    edges = _InThread(MemoryClient.edges)
+    scan = _InThread(MemoryClient.scan)
+    link = _InThread(MemoryClient.link)
+    supersede = _InThread(MemoryClient.supersede)
+    archive = _InThread(MemoryClient.archive)
+    retrieve = _InThread(MemoryClient.retrieve)
+    get_receipt = _InThread(MemoryClient.get_receipt)
+    record_relevance = _InThread(MemoryClient.record_relevance)
+    get_relevance = _InThread(MemoryClient.get_relevance)
+    list_relevance = _InThread(MemoryClient.list_relevance)
+    record_answer_citations = _InThread(MemoryClient.record_answer_citations)
+    get_answer_citations = _InThread(MemoryClient.get_answer_citations)
+    list_answer_citations = _InThread(MemoryClient.list_answer_citations)
+    snapshot_feedback = _InThread(MemoryClient.snapshot_feedback)
+    evaluate_learning = _InThread(MemoryClient.evaluate_learning)
+    register_holdout_queries = _InThread(MemoryClient.register_holdout_queries)
+    list_holdout_queries = _InThread(MemoryClient.list_holdout_queries)
+    retire_holdout_queries = _InThread(MemoryClient.retire_holdout_queries)
+    memory_artifact_digest = _InThread(MemoryClient.memory_artifact_digest)
+    run_holdout = _InThread(MemoryClient.run_holdout)
+    evaluate_full_retrieval = _InThread(MemoryClient.evaluate_full_retrieval)
+    evaluate_holdout = _InThread(MemoryClient.evaluate_holdout)
+    holdout_baseline = _InThread(MemoryClient.holdout_baseline)
+    holdout_look = _InThread(MemoryClient.holdout_look)
+    create_ranking_profile = _InThread(MemoryClient.create_ranking_profile)
+    activate_ranking_profile = _InThread(MemoryClient.activate_ranking_profile)
+    deactivate_ranking_profile = _InThread(MemoryClient.deactivate_ranking_profile)
+    rollback_ranking_profile = _InThread(MemoryClient.rollback_ranking_profile)
+    get_ranking_profile = _InThread(MemoryClient.get_ranking_profile)
+    list_ranking_profiles = _InThread(MemoryClient.list_ranking_profiles)
+    get_active_ranking_profile = _InThread(MemoryClient.get_active_ranking_profile)
+    ranking_profile_history = _InThread(MemoryClient.ranking_profile_history)
+    ranking_profile_at = _InThread(MemoryClient.ranking_profile_at)
+    create_api_key = _InThread(MemoryClient.create_api_key)
+    list_api_keys = _InThread(MemoryClient.list_api_keys)
+    revoke_api_key = _InThread(MemoryClient.revoke_api_key)
+    authenticate = _InThread(MemoryClient.authenticate)
+
+    # Pure functions over in-memory values: no I/O, so the engine exposes them as they are.
+    ablate_context = staticmethod(MemoryClient.ablate_context)
+    assess_context_presence = staticmethod(MemoryClient.assess_context_presence)
+
     async def close(self) -> None:
         await asyncio.to_thread(self.client.close)
 
@@ -97,9 +120,5 @@ class MemoryEngine:
         await self.close()
 
 
-for _name in ASYNC_METHODS:
-    setattr(MemoryEngine, _name, _async_method(_name))
-
-# Pure functions over in-memory values: no I/O, so the engine exposes them as they are.
-MemoryEngine.ablate_context = staticmethod(MemoryClient.ablate_context)  # type: ignore[attr-defined]
-MemoryEngine.assess_context_presence = staticmethod(MemoryClient.assess_context_presence)  # type: ignore[attr-defined]
+ASYNC_METHODS: tuple[str, ...] = tuple(name for name, v in vars(MemoryEngine).items() if isinstance(v, _InThread))
+"""The names of the engine's coroutines (what the HTTP and MCP surfaces may call)."""
