@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from prme_assets.gate_table import GATE_TABLE
 from prme_core.canonical import canonical_json, parse_json
 from prme_core.features import WEIGHT_NAMES
 from prme_core.learning.config import POOL_DEFAULTS
@@ -62,17 +63,8 @@ POWER_GAIN = 0.03
 """The gain the power table sizes the gates for (issue 16)."""
 PASSED_OFFLINE = "improved_on_observed_candidates"
 PASSED_HOLDOUT = "improved_full_retrieval"
-GATE_NAMES = (
-    "coverage_sufficient",
-    "baseline_replay_exact",
-    "offline_gate_passed",
-    "holdout_memory_unchanged",
-    "holdout_gate_passed",
-    "profile_evidence_bound",
-    "runtime_compatible",
-)
-"""The gates a report records, in pipeline order (``prme_assets.checks.GATE_CHECKS``; this module
-stays free of Dagster, and a test keeps the two equal)."""
+GATE_NAMES = tuple(g.name for g in GATE_TABLE)
+"""The gates a report records, in pipeline order (``prme_assets.gate_table``, which imports no Dagster)."""
 LIMITATIONS = (
     "Six conversations (owners) of the development file only; every figure describes those owners, this "
     "engine version and its feature identity. Gate thresholds are the defaults; nothing here was tuned on them.",

@@ -7,7 +7,7 @@ benchmark a partition cost about 1.4 s inside a batch and 9 to 10 s as a twelve-
 own, ``benchmarks/results/scale/``). For each partition the op runs the same stage functions as the five assets
 (``snapshot_output`` … ``profile_output``), stores each output through the same evidence store,
 and records what the asset job records for that partition: a materialization of each stage and
-one evaluation of each gate in ``checks.GATES``, partitioned, with the gate's own severity and
+one evaluation of each gate of ``gate_table.GATE_TABLE``, partitioned, with the gate's own severity and
 metadata (``checks.gate_result``). A partition stops at its first stage whose gates did not all
 pass, as the asset job's blocking checks stop it, and the next partition starts from scratch:
 
@@ -36,8 +36,9 @@ import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG
 
 from prme_assets.check_records import check_evaluation
-from prme_assets.checks import GATE_CHECKS, GATES, gate_result
+from prme_assets.checks import GATES, gate_result
 from prme_assets.evidence_io import store_evidence
+from prme_assets.gate_table import Evidence, gate
 from prme_assets.holdout import holdout_output
 from prme_assets.metadata import markdown_table
 from prme_assets.outcome import PREFIX, outcome_tags
@@ -51,44 +52,11 @@ from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput, PrmeError
 from prme_core.learning import verdicts
 from prme_core.learning.snapshot import load_snapshot
-from prme_core.profiles import verdicts as profile_verdicts
 
 BATCH_JOB = "prme_learning_batch_job"
 BATCH_OP = "learn_partitions"
 BATCH_KIND = "learning_batch"
 """The ``prme/kind`` tag of batch runs."""
-
-Evidence = dict[str, Any]
-"""A partition's stage outputs so far, by asset name."""
-
-
-def _active_profile_id(client: MemoryClient, evidence: Evidence) -> str | None:
-    profile = evidence["candidate_profile"]
-    active = client.get_active_ranking_profile(profile.owner, profile.scopes)
-    return None if active is None else active.profile_id
-
-
-GATE_VERDICTS: dict[str, Callable[[Evidence, MemoryClient], verdicts.Verdict]] = {
-    "coverage_sufficient": lambda e, c: verdicts.coverage_verdict(e["query_split"]),
-    "baseline_replay_exact": lambda e, c: verdicts.replay_verdict(e["query_split"]),
-    "offline_gate_passed": lambda e, c: verdicts.offline_gate_verdict(e["ranking_proposal"]),
-    "holdout_memory_unchanged": lambda e, c: verdicts.holdout_memory_verdict(e["full_retrieval_holdout"]),
-    "holdout_gate_passed": lambda e, c: verdicts.holdout_gate_verdict(e["full_retrieval_holdout"]),
-    "profile_evidence_bound": lambda e, c: profile_verdicts.evidence_bound_verdict(
-        e["candidate_profile"], e["ranking_proposal"], e["full_retrieval_holdout"], _active_profile_id(c, e)
-    ),
-    "runtime_compatible": lambda e, c: profile_verdicts.runtime_verdict(
-        e["candidate_profile"],
-        running_features_sha256=c.running_feature_identity(),
-        running_scoring=c.settings.scoring,
-    ),
-}
-"""The verdict each gate of ``checks.GATES`` enforces, computed from a partition's evidence (the
-same ``prme_core`` call as the check's body)."""
-
-_missing = {name for _, name in GATE_CHECKS} ^ set(GATE_VERDICTS)
-if _missing:  # a gate added to checks.GATES must be evaluated here too, or no batched profile would activate
-    raise RuntimeError(f"prme_assets.batching.GATE_VERDICTS and checks.GATES disagree on {sorted(_missing)}")
 
 _GATE_SPECS: dict[str, list[dg.AssetCheckSpec]] = {}
 for _gate in GATES:
@@ -145,7 +113,7 @@ def _gates(
     expected "no"."""
     decided = []
     for spec in _GATE_SPECS.get(asset, []):
-        verdict = GATE_VERDICTS[spec.name](evidence, client)
+        verdict = gate(spec.name).verdict(evidence, client)
         decided.append((spec.name, verdict))
         yield check_evaluation(instance, spec.key, partition, gate_result(verdict), blocking=spec.blocking)
     for kind in ("integrity_failure", "expected_no"):
@@ -194,7 +162,7 @@ def learn_partition(
                 return
             yield item
     profile_id = str(evidence["candidate_profile"].profile_id)
-    holdout = GATE_VERDICTS["holdout_gate_passed"](evidence, client)
+    holdout = gate("holdout_gate_passed").verdict(evidence, client)
     yield PartitionOutcome.of(partition, "holdout_gate_passed", holdout, profile_id=profile_id)
 
 

@@ -8,8 +8,11 @@ failure: still ``passed=False`` for the activation sensor, while the next stage 
 the run ends successfully with the later stages skipped (``prme_assets.outcome``).
 """
 
+from typing import Any
+
 import dagster as dg
 
+from prme_assets.gate_table import GATE_TABLE, gate
 from prme_assets.holdout import full_retrieval_holdout
 from prme_assets.metadata import facts
 from prme_assets.outcome import record_outcome, severity
@@ -18,10 +21,10 @@ from prme_assets.profile import candidate_profile
 from prme_assets.proposal import ranking_proposal
 from prme_assets.resources import STORE_POOL, PrmeStoreResource
 from prme_assets.split import query_split
+from prme_core.engine import MemoryClient
 from prme_core.learning import verdicts
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
-from prme_core.profiles import verdicts as profile_verdicts
 from prme_core.profiles.model import RankingProfile
 
 
@@ -41,52 +44,61 @@ def gate_result(verdict: verdicts.Verdict) -> dg.AssetCheckResult:
     )
 
 
-def _gate(asset, **kw):
-    return dg.asset_check(asset=asset, blocking=True, partitions_def=LEARNING_TARGETS, pool=STORE_POOL, **kw)
+def _gate(name: str, asset: Any, **kw: Any) -> Any:
+    """A blocking, partitioned check for the table's gate ``name`` on ``asset`` (its description
+    is the table's)."""
+    spec = gate(name)
+    assert spec.stage == asset.key.to_user_string(), (name, spec.stage)
+    return dg.asset_check(
+        asset=asset,
+        name=name,
+        description=spec.description,
+        blocking=True,
+        partitions_def=LEARNING_TARGETS,
+        pool=STORE_POOL,
+        **kw,
+    )
 
 
-@_gate(query_split, description="Enough independent training and validation query groups.")
+def _decide(context: dg.AssetCheckExecutionContext, client: MemoryClient | None = None, **evidence: Any):
+    """The check's result: the table's verdict for this check, from its inputs."""
+    return result(context, gate(context.check_specs[0].name).verdict(evidence, client))
+
+
+@_gate("coverage_sufficient", query_split)
 def coverage_sufficient(context: dg.AssetCheckExecutionContext, query_split: SplitSummary) -> dg.AssetCheckResult:
-    return result(context, verdicts.coverage_verdict(query_split))
+    return _decide(context, query_split=query_split)
 
 
-@_gate(query_split, description="Every judged candidate replays at unity to exactly its recorded score.")
+@_gate("baseline_replay_exact", query_split)
 def baseline_replay_exact(context: dg.AssetCheckExecutionContext, query_split: SplitSummary) -> dg.AssetCheckResult:
-    return result(context, verdicts.replay_verdict(query_split))
+    return _decide(context, query_split=query_split)
 
 
-@_gate(
-    ranking_proposal,
-    description="Validation NDCG gain ≥ minimum, bootstrap lower endpoint > 0, no pairwise-accuracy regression.",
-)
+@_gate("offline_gate_passed", ranking_proposal)
 def offline_gate_passed(
     context: dg.AssetCheckExecutionContext, ranking_proposal: LearningEvaluation
 ) -> dg.AssetCheckResult:
-    return result(context, verdicts.offline_gate_verdict(ranking_proposal))
+    return _decide(context, ranking_proposal=ranking_proposal)
 
 
-@_gate(full_retrieval_holdout, description="The owner's memory digest was identical before and after the pairs.")
+@_gate("holdout_memory_unchanged", full_retrieval_holdout)
 def holdout_memory_unchanged(
     context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
 ) -> dg.AssetCheckResult:
-    return result(context, verdicts.holdout_memory_verdict(full_retrieval_holdout))
+    return _decide(context, full_retrieval_holdout=full_retrieval_holdout)
 
 
-@_gate(
-    full_retrieval_holdout,
-    description="Holdout NDCG gain ≥ minimum, bootstrap lower endpoint > 0, "
-    "no recall loss, bounded share of regressed groups.",
-)
+@_gate("holdout_gate_passed", full_retrieval_holdout)
 def holdout_gate_passed(
     context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
 ) -> dg.AssetCheckResult:
-    return result(context, verdicts.holdout_gate_verdict(full_retrieval_holdout))
+    return _decide(context, full_retrieval_holdout=full_retrieval_holdout)
 
 
 @_gate(
+    "profile_evidence_bound",
     candidate_profile,
-    description="The profile embeds exactly the gated reports and its holdout baseline "
-    "still serves the scope set (not stale).",
     additional_ins={
         "ranking_proposal": dg.AssetIn("ranking_proposal"),
         "full_retrieval_holdout": dg.AssetIn("full_retrieval_holdout"),
@@ -100,41 +112,37 @@ def profile_evidence_bound(
     prme_store: PrmeStoreResource,
 ) -> dg.AssetCheckResult:
     with prme_store.client() as client:
-        active = client.get_active_ranking_profile(candidate_profile.owner, candidate_profile.scopes)
-    return result(
-        context,
-        profile_verdicts.evidence_bound_verdict(
-            candidate_profile, ranking_proposal, full_retrieval_holdout, None if active is None else active.profile_id
-        ),
-    )
+        return _decide(
+            context,
+            client,
+            candidate_profile=candidate_profile,
+            ranking_proposal=ranking_proposal,
+            full_retrieval_holdout=full_retrieval_holdout,
+        )
 
 
-@_gate(candidate_profile, description="The recorded feature identity and base scoring match the running pipeline.")
+@_gate("runtime_compatible", candidate_profile)
 def runtime_compatible(
     context: dg.AssetCheckExecutionContext, candidate_profile: RankingProfile, prme_store: PrmeStoreResource
 ) -> dg.AssetCheckResult:
     with prme_store.client() as client:
-        return result(
-            context,
-            profile_verdicts.runtime_verdict(
-                candidate_profile,
-                running_features_sha256=client.running_feature_identity(),
-                running_scoring=client.settings.scoring,
-            ),
-        )
+        return _decide(context, client, candidate_profile=candidate_profile)
 
 
 GATES = (
     coverage_sufficient,
     baseline_replay_exact,
     offline_gate_passed,
-    holdout_memory_unchanged,
     holdout_gate_passed,
+    holdout_memory_unchanged,
     profile_evidence_bound,
     runtime_compatible,
 )
-"""The registry of gates, in pipeline order: ``Definitions`` registers exactly these checks and the
-activation sensor requires every one of them, so a gate added here is enforced in both places."""
+"""Every gate of ``gate_table.GATE_TABLE`` as an asset check, in its order: ``Definitions``
+registers exactly these checks and the activation sensor requires every one of them."""
+
+if tuple(key.name for g in GATES for key in g.check_keys) != tuple(g.name for g in GATE_TABLE):
+    raise RuntimeError("prme_assets.checks.GATES must be the asset checks of gate_table.GATE_TABLE, in its order")
 
 GATE_CHECKS: tuple[tuple[str, str], ...] = tuple(
     (key.asset_key.to_user_string(), key.name) for gate in GATES for key in gate.check_keys

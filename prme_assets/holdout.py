@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from prme_assets.gate_table import guard_verdicts
 from prme_assets.metadata import markdown_table
 from prme_assets.outcome import refusal
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
@@ -18,7 +19,7 @@ from prme_core.engine import MemoryClient
 from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, holdout_stage
-from prme_core.learning.verdicts import offline_gate_verdict, regression_bounds
+from prme_core.learning.verdicts import regression_bounds
 
 
 class HoldoutRunConfig(dg.Config):
@@ -48,7 +49,7 @@ def full_retrieval_holdout(
     prme_store: PrmeStoreResource,
     learning_policy: LearningPolicyResource,
 ) -> Iterator[dg.Output[HoldoutOutcome]]:
-    if refusal(context, [("offline_gate_passed", offline_gate_verdict(ranking_proposal))]):
+    if refusal(context, guard_verdicts("full_retrieval_holdout", {"ranking_proposal": ranking_proposal})):
         return
     gate = learning_policy.holdout_config(
         k=config.k,

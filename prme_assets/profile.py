@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from prme_assets.gate_table import guard_verdicts
 from prme_assets.outcome import record_outcome, refusal
 from prme_assets.resources import PrmeStoreResource
 from prme_assets.stage import stage_asset
 from prme_core.engine import MemoryClient
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, candidate_profile_id
-from prme_core.learning.verdicts import holdout_gate_verdict, holdout_memory_verdict, offline_gate_verdict
 from prme_core.profiles.model import RankingProfile
 
 
@@ -31,16 +31,11 @@ def candidate_profile(
     full_retrieval_holdout: HoldoutOutcome,
     prme_store: PrmeStoreResource,
 ) -> Iterator[dg.Output[RankingProfile]]:
-    holdout_verdict = holdout_gate_verdict(full_retrieval_holdout)
-    if refusal(
-        context,
-        [
-            ("offline_gate_passed", offline_gate_verdict(ranking_proposal)),
-            ("holdout_gate_passed", holdout_verdict),
-            ("holdout_memory_unchanged", holdout_memory_verdict(full_retrieval_holdout)),
-        ],
-    ):
+    evidence = {"ranking_proposal": ranking_proposal, "full_retrieval_holdout": full_retrieval_holdout}
+    guarded = guard_verdicts("candidate_profile", evidence)
+    if refusal(context, guarded):
         return
+    holdout_verdict = dict(guarded)["holdout_gate_passed"]
     with prme_store.client() as client:
         output = profile_output(client, ranking_proposal, full_retrieval_holdout)
     record_outcome(context, "holdout_gate_passed", holdout_verdict, profile_id=str(output.value.profile_id))

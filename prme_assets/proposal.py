@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from prme_assets.gate_table import guard_verdicts
 from prme_assets.metadata import proposal_query_table
 from prme_assets.outcome import refusal
 from prme_assets.partitions import decode_target
@@ -17,7 +18,7 @@ from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import FeedbackSnapshot, SnapshotManifest, load_snapshot
 from prme_core.learning.stages import SplitSummary
-from prme_core.learning.verdicts import coverage_verdict, fit_facts, replay_verdict
+from prme_core.learning.verdicts import fit_facts
 
 
 @stage_asset(
@@ -35,13 +36,7 @@ def ranking_proposal(
     prme_store: PrmeStoreResource,
     learning_policy: LearningPolicyResource,
 ) -> Iterator[dg.Output[LearningEvaluation]]:
-    if refusal(
-        context,
-        [
-            ("baseline_replay_exact", replay_verdict(query_split)),
-            ("coverage_sufficient", coverage_verdict(query_split)),
-        ],
-    ):
+    if refusal(context, guard_verdicts("ranking_proposal", {"query_split": query_split})):
         return
     with prme_store.client() as client:  # open while the fit reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)

@@ -4,10 +4,11 @@ partition's gates decide for that partition only, as strictly as a run of its ow
 import dagster as dg
 
 from prme_assets.activation import activation_request
-from prme_assets.batching import BATCH_JOB, GATE_VERDICTS, batch_run_config, learning_batch_job
+from prme_assets.batching import BATCH_JOB, batch_run_config, learning_batch_job
 from prme_assets.check_records import latest_checks
 from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS
+from prme_assets.gate_table import GATES_BY_NAME
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.schedules import learning_requests
 from prme_core import MemoryClient
@@ -123,7 +124,7 @@ def test_a_batch_refuses_unknown_and_repeated_partitions_before_any_work(lab_url
 
 
 def test_every_gate_has_its_batched_verdict():
-    assert set(GATE_VERDICTS) == GATE_NAMES
+    assert set(GATES_BY_NAME) == GATE_NAMES
 
 
 def test_the_schedule_requests_batches_and_skips_partitions_a_run_already_holds(lab_url):

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import locomo_learning
 from benchmarks.locomo_null import shuffled_snapshot
-from benchmarks.locomo_report import RANKINGS, BenchmarkReport, load_report
+from benchmarks.locomo_report import GATE_NAMES, RANKINGS, BenchmarkReport, load_report
 from prme_core import MemoryClient
 from prme_core.datasets.locomo import (
     load_conversation,
@@ -31,15 +31,7 @@ def _importable(name: str) -> bool:
 
 HAS_LIGHTGBM = _importable("lightgbm")  # the 'bench' extra; without it the challenger row is absent
 HAS_MATPLOTLIB = _importable("matplotlib")
-GATES = (
-    "coverage_sufficient",
-    "baseline_replay_exact",
-    "offline_gate_passed",
-    "holdout_memory_unchanged",
-    "holdout_gate_passed",
-    "profile_evidence_bound",
-    "runtime_compatible",
-)
+GATES = GATE_NAMES
 SEEDS = 3
 
 
