@@ -519,6 +519,10 @@ def offline_of(proposal: Any) -> Offline:
         observed_sd=proposal.observed_sd,
         groups_for_power=proposal.groups_for_power,
         alternative=None if proposal.alternative is None else proposal.alternative.model_dump(mode="json"),
+        evidence_groups=proposal.evidence_groups,
+        evidence_ndcg_gain=proposal.evidence_ndcg_gain,
+        evidence_gain_interval=proposal.evidence_gain_interval,
+        evidence_sign_flip_p=proposal.evidence_sign_flip_p,
     )
 
 

@@ -123,6 +123,11 @@ class Offline(FrozenModel):
     observed_sd: float | None = None
     groups_for_power: int | None = None
     alternative: dict[str, Any] | None = None
+    evidence_groups: int | None = None
+    evidence_ndcg_gain: float | None = None
+    evidence_gain_interval: tuple[float, float] | None = None
+    evidence_sign_flip_p: float | None = None
+    """Version-3 reports: what the offline gate judged (validation and cross-fitted training groups)."""
 
 
 class Holdout(FrozenModel):
@@ -364,10 +369,10 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
         "",
         "### Learning loop per owner (family 2 by pool replay, through the Dagster assets and gates)",
         "",
-        "| owner | train / val groups | pairs | offline decision | validation NDCG gain [95% CI] | "
-        "pairwise alternative [95% CI] | holdout | holdout decision | NDCG@10 base → learned | "
-        "harm / severe share | recall@10 base → learned | activated |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| owner | train / val groups | pairs | offline decision | gate's evidence: groups, NDCG gain [95% CI], "
+        "sign-flip p | validation NDCG gain [95% CI] | pairwise alternative [95% CI] | holdout | holdout decision | "
+        "NDCG@10 base → learned | harm / severe share | recall@10 base → learned | activated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in report.owners:
         h = o.holdout
@@ -375,7 +380,8 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
         alt = o.offline.alternative or {}
         lines.append(
             f"| {o.owner} | {o.coverage.training_groups} / {o.coverage.validation_groups} | {o.coverage.explicit_pairs} | "
-            f"{o.offline.decision} | {_gain_with_interval(o.offline.validation_ndcg_gain, o.offline.validation_gain_interval)} | "
+            f"{o.offline.decision} | {_evidence(o.offline)} | "
+            f"{_gain_with_interval(o.offline.validation_ndcg_gain, o.offline.validation_gain_interval)} | "
             f"{_gain_with_interval(alt.get('validation_ndcg_gain'), _pair(alt.get('validation_gain_interval')))} | "
             f"{h.label} | {h.decision or h.status} | "
             f"{_f(b.ndcg if b else None)} → {_f(c.ndcg if c else None)} | "
@@ -386,13 +392,16 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
     if tb and tl:
         lines.append(
             f"| **all** | {t['training_groups']} / {t['validation_groups']} | {t['explicit_pairs']} | "
-            f"{t['offline_passed']} passed | — | — | — | {t['holdout_passed']} passed | "
+            f"{t['offline_passed']} passed | — | — | — | — | {t['holdout_passed']} passed | "
             f"{_f(tb['ndcg'])} → {_f(tl['ndcg'])} | — | {_f(tb['recall'])} → {_f(tl['recall'])} | {t['activated']} |"
         )
     lines += [
         "",
         "'learned' is the owner's own family-2 proposal (six multipliers and three interaction weights, fitted by "
-        "re-ranking each training request's recorded pool for judged NDCG@10). Where the offline gate stopped the "
+        "re-ranking each training request's recorded pool for judged NDCG@10). The offline gate judges its "
+        "evidence: the proposal on the validation groups and each training group out of fold (judged by a "
+        "proposal fitted on the other training folds); it needs sign-flip p ≤ "
+        f"{_policy(report, 'max_p_value')} there and no loss of the proposal itself on validation. Where the offline gate stopped the "
         "run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only (**not "
         "gated**); an insufficient-coverage proposal keeps unity, so its learned arm equals the baseline. 'Pairwise "
         "alternative' is the same pools and parameters fitted by pairwise logistic loss, reported beside it; it "
@@ -523,6 +532,14 @@ def groups_for(sd: float | None, alpha: float, gain: float = POWER_GAIN) -> int 
         return None
     z = NormalDist().inv_cdf(1.0 - alpha)
     return max(2, math.ceil((z + 0.84) ** 2 * sd * sd / (gain * gain)))
+
+
+def _evidence(offline: Offline) -> str:
+    """What a version-3 offline gate judged: the validation and the cross-fitted training groups."""
+    if offline.evidence_groups is None:
+        return "—"
+    gain = _gain_with_interval(offline.evidence_ndcg_gain, offline.evidence_gain_interval)
+    return f"{offline.evidence_groups}, {gain}, p {offline.evidence_sign_flip_p:.3g}"
 
 
 def headline(report: BenchmarkReport) -> list[str]:

@@ -29,7 +29,7 @@ from prme_core.memory.models import MemoryInput, ScopeName
 from prme_core.retrieval.config import MAX_TOKEN_BUDGET, Fidelity, PackingConfig, ScoringWeights
 from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
-from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText, RetrievalMetadata
+from prme_core.retrieval.requests import MAX_RESULT_LIMIT, QueryText, RetrievalMetadata
 from prme_core.types import FrozenModel, Label, UtcDatetime, WindowEnd
 
 ScopeList = Annotated[list[ScopeName], Field(min_length=1, max_length=64)]

@@ -24,7 +24,7 @@ from prme_core.engine import MemoryEngine
 from prme_core.errors import NoOpTransition, ScopeForbidden, StaleProfileError
 from prme_core.memory.models import MemoryInput
 from prme_core.profiles.model import RankingProfileState
-from prme_core.retrieval.pipeline import RetrievalResponse
+from prme_core.retrieval.requests import RetrievalResponse
 
 R = TypeVar("R")
 

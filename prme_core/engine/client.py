@@ -37,7 +37,8 @@ from prme_core.retrieval.embedding import EmbeddingProvider, HashedEmbedding
 from prme_core.retrieval.execution import feature_identity_sha256
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
-from prme_core.retrieval.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResponse, build_request
+from prme_core.retrieval.pipeline import RetrievalPipeline
+from prme_core.retrieval.requests import RetrievalRequest, RetrievalResponse, build_request
 from prme_core.retrieval.reranker import Reranker, RerankerSettings
 from prme_core.settings import EngineSettings
 from prme_core.storage import Store, open_store

@@ -47,7 +47,7 @@ from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
-from prme_core.retrieval.pipeline import MAX_RESULT_LIMIT, QueryText, RetrievalRequest, RetrievalResponse
+from prme_core.retrieval.requests import MAX_RESULT_LIMIT, QueryText, RetrievalRequest, RetrievalResponse
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation

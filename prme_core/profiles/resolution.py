@@ -19,7 +19,7 @@ from prme_core.profiles.model import RankingProfileState
 from prme_core.profiles.registry import inapplicable_reason, pointer_head
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.config import ScoringWeights
-from prme_core.retrieval.pipeline import ProfileResolution
+from prme_core.retrieval.requests import ProfileResolution
 from prme_core.storage.base import Store
 
 log = logging.getLogger(__name__)
