@@ -31,11 +31,11 @@ import time
 import warnings
 from pathlib import Path
 
-from prme_core.feedback.records import append_record
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.receipts.store import get_receipt, write_receipts
 from prme_core.storage import open_store
+from prme_core.storage.keyed_records import append_record
 
 OWNER = "bench-owner"
 CANDIDATES = 50

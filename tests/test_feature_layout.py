@@ -28,7 +28,7 @@ from prme_core.retrieval.config import WEIGHT_FIELDS, ScoringWeights
 from prme_core.retrieval.formula import weighted_base_scores
 from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.storage.schema import MIGRATIONS
-from prme_core.storage.session import PROJECTION_COLUMNS
+from prme_core.storage.sql import PROJECTION_COLUMNS
 
 
 def test_every_receipt_schema_version_has_a_layout_and_the_current_one_is_the_newest():

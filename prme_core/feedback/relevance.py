@@ -15,11 +15,11 @@ from uuid import UUID, uuid4
 from pydantic import Field, StrictBool, field_validator
 
 from prme_core.errors import InvalidInput, ReceiptNotFound
-from prme_core.feedback.records import append_record, list_records, read_record
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key
 from prme_core.receipts.store import get_receipt
 from prme_core.storage.base import Store
+from prme_core.storage.keyed_records import append_record, list_records, read_record
 from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
 from prme_core.validation import check_limit, check_owner, parse_model
 

@@ -32,7 +32,6 @@ from prme_core.errors import (
     InvalidInput,
     MemoryChangedDuringHoldout,
 )
-from prme_core.feedback.records import parse_record, record_operation_id
 from prme_core.learning import split
 from prme_core.learning.full_retrieval import (
     FullRetrievalEvaluation,
@@ -50,6 +49,7 @@ from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.requests import MAX_RESULT_LIMIT, QueryText, RetrievalRequest, RetrievalResponse
 from prme_core.retrieval.text import normalize_query
 from prme_core.storage.base import Store
+from prme_core.storage.keyed_records import parse_record, record_operation_id
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, UtcDatetime, WindowEnd, utc_now

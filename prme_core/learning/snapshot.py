@@ -26,7 +26,6 @@ import numpy as np
 
 from prme_core.canonical import canonical_digest, is_sha256_hex, parse_json
 from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, MissingEvidence, SnapshotTooLarge
-from prme_core.feedback.records import record_operation_id
 from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
@@ -41,6 +40,7 @@ from prme_core.receipts.projection import (
 from prme_core.receipts.store import OP_RECEIPT, get_receipts, load_pool_columns
 from prme_core.receipts.versions import PACKED_POOL_SINCE, POOL_SINCE
 from prme_core.storage.base import Store
+from prme_core.storage.keyed_records import record_operation_id
 from prme_core.storage.records import StoredOperation
 from prme_core.types import FrozenModel, Owner, Sha256Hex
 from prme_core.validation import check_owner

@@ -33,7 +33,6 @@ from prme_core.errors import (
     ReactivationRefused,
     StaleProfileError,
 )
-from prme_core.feedback.records import parse_record, record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.looks import get_look, look_id
 from prme_core.learning.proposal import LearningEvaluation
@@ -42,6 +41,7 @@ from prme_core.profiles.model import RankingProfile, RankingProfileState, Rankin
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.storage.base import Store
+from prme_core.storage.keyed_records import parse_record, record_operation_id
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.types import utc_now

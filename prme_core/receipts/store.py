@@ -20,7 +20,8 @@ from prme_core.receipts.pool import PoolColumns, PoolSummary, pool_digest
 from prme_core.receipts.projection import packed_projection, scope_key
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
-from prme_core.storage.session import PROJECTION_HEADER_COLUMNS, StoreSession
+from prme_core.storage.session import StoreSession
+from prme_core.storage.sql import PROJECTION_HEADER_COLUMNS
 
 OP_RECEIPT = "retrieval_receipt"
 

@@ -10,7 +10,8 @@ from typing import Protocol, runtime_checkable
 from prme_core.errors import StoreUnavailable
 from prme_core.storage.records import AppliedMigration
 from prme_core.storage.schema import MIGRATIONS, migration_sql
-from prme_core.storage.session import Connection, StoreSession
+from prme_core.storage.session import StoreSession
+from prme_core.storage.sql import Connection
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
 MIGRATION_LOCK_KEY = "prme:schema-migrations"

@@ -14,7 +14,7 @@ from prme_core import MemoryClient
 from prme_core.canonical import sha256_hex
 from prme_core.errors import StoreUnavailable
 from prme_core.feedback.citations import OP_CITATIONS, AnswerCitationRecord
-from prme_core.feedback.records import record_operation_id
+from prme_core.storage.keyed_records import record_operation_id
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 OWNER = "alice"

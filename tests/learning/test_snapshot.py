@@ -135,7 +135,7 @@ def test_payload_verification_finds_the_digest_field_in_the_tail_or_anywhere_and
 
     import pyarrow as pa
 
-    from prme_core.storage.session import _DIGEST_TAIL, _verify_payloads
+    from prme_core.storage.operation_log import _DIGEST_TAIL, _verify_payloads
 
     marker = b'"projection_sha256":"'
     near_end = b'{"a":"' + b"x" * 9000 + b'","projection_sha256":"' + b"1" * 64 + b'","q":"y"}'

@@ -21,13 +21,13 @@ from prme_core.errors import (
     ReactivationRefused,
     StaleProfileError,
 )
-from prme_core.feedback.records import record_operation_id
 from prme_core.learning.full_retrieval import FullRetrievalTrial, evaluate_full_retrieval
 from prme_core.learning.looks import record_look
 from prme_core.profiles.registry import rebuild_pointer_head
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
 from prme_core.retrieval.multipliers import UNITY
+from prme_core.storage.keyed_records import record_operation_id
 from tests.conftest import POSTGRES_ENV, _postgres_dsn, _with_schema
 from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, NOW, SUBJECTS, build_lab, holdout_question
 from tests.tampering import tamper

@@ -1,4 +1,5 @@
-"""Shared machinery for append-only, idempotent, owner-scoped feedback records.
+"""Shared machinery for append-only, idempotent, owner-scoped records keyed by a caller UUID
+(relevance records, citations, holdout queries, profiles, pointer changes).
 
 Each record is one operation whose id is derived from (kind, owner, caller UUID), so a retry of
 the same caller UUID lands on the same row: ``INSERT … ON CONFLICT DO NOTHING`` keeps the first

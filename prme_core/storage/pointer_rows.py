@@ -1,0 +1,47 @@
+"""Profile pointer heads in a store session: the derived index of each scope set's newest change."""
+
+from __future__ import annotations
+
+from prme_core.storage.records import StoredOperation
+from prme_core.storage.sql import SessionBase
+
+
+class PointerRows(SessionBase):
+    """The pointer head rows and the pointer-change index."""
+
+    def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None, int | None]:
+        """In one statement: (operation id, log seq) named by the head row of (owner, scope key),
+        and the log seq of the newest entry of the append-only change index; None where there is
+        no such row."""
+        rows = self.conn.fetchall(
+            "SELECT 0, op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? UNION ALL "
+            "SELECT 1, NULL, max(seq) FROM ranking_pointer_changes WHERE owner = ? AND scope_key = ?",
+            [owner, scope_key, owner, scope_key],
+        )
+        head, newest = None, None
+        for kind, op_id, seq in rows:
+            if int(kind) == 0:
+                head = (op_id, None if seq is None else int(seq))
+            elif seq is not None:
+                newest = int(seq)
+        return head, newest
+
+    def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
+        """Point the head row of (owner, scope key) at a stored pointer change."""
+        self.conn.execute(
+            "INSERT INTO ranking_pointer_heads (owner, scope_key, op_id, op_seq, payload, checksum) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (owner, scope_key) DO UPDATE SET op_id = excluded.op_id, "
+            "op_seq = excluded.op_seq, payload = excluded.payload, checksum = excluded.checksum",
+            [owner, scope_key, op.id, op.seq, op.payload, op.checksum],
+        )
+
+    def delete_pointer_head(self, owner: str, scope_key: str) -> None:
+        self.conn.execute("DELETE FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?", [owner, scope_key])
+
+    def index_pointer_change(self, op: StoredOperation) -> None:
+        """Add a stored pointer change to the append-only change index (same transaction)."""
+        self.conn.execute(
+            "INSERT INTO ranking_pointer_changes (owner, scope_key, seq, op_id) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [op.owner, op.scope_key, op.seq, op.id],
+        )
