@@ -18,7 +18,6 @@ from prme_core.learning.full_retrieval import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
-    evaluate_full_retrieval,
     parse_trials,
 )
 from prme_core.learning.holdout import HoldoutQuery, HoldoutQuerySpec, HoldoutRun
@@ -397,52 +396,24 @@ class MemoryClient:
         evaluation is a recorded look at the scope set's holdout against ``baseline_profile_id``
         (the profile whose multipliers the baseline arm used; None: base scoring)."""
         owner = check_owner(owner)
-        scope_set = self.memory.check_scopes(scopes)
-        check_sha256(proposal_input_checksum, "proposal_input_checksum")
-        check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
-        cfg = parse_model(FullRetrievalEvaluationConfig, {} if config is None else config, "config")
-        candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
-        baseline = (
-            UNITY
-            if baseline_multipliers is None
-            else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
-        )
         parsed = parse_trials(trials)
-        baseline_id = None if baseline_profile_id is None else parse_uuid(baseline_profile_id, "baseline_profile_id")
-        ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
-        receipts = get_receipts(self.store, owner, ids)
-        evaluate_full_retrieval(  # everything verified before the look is spent
-            receipts,
-            parsed,
-            owner=owner,
-            scopes=scope_set,
-            proposal_input_checksum=proposal_input_checksum,
-            memory_artifact_sha256=memory_artifact_sha256,
-            candidate_multipliers=candidate,
-            baseline_multipliers=baseline,
-            config=cfg,
+        receipts = get_receipts(
+            self.store, owner, [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
         )
-        look = looks.record_look(
+        return looks.evaluate_as_look(
             self.store,
-            owner=owner,
-            scopes=scope_set,
-            baseline_profile_id=baseline_id,
-            proposal_input_checksum=proposal_input_checksum,
-            candidate_multipliers=candidate,
-            memory_artifact_sha256=memory_artifact_sha256,
-            group_ids=[t.group_id for t in parsed],
-        )
-        return evaluate_full_retrieval(
             receipts,
             parsed,
             owner=owner,
-            scopes=scope_set,
+            scopes=self.memory.check_scopes(scopes),
             proposal_input_checksum=proposal_input_checksum,
             memory_artifact_sha256=memory_artifact_sha256,
-            candidate_multipliers=candidate,
-            baseline_multipliers=baseline,
-            config=cfg,
-            look=look.look,
+            candidate_multipliers=candidate_multipliers,
+            baseline_multipliers=baseline_multipliers,
+            config=config,
+            baseline_profile_id=None
+            if baseline_profile_id is None
+            else parse_uuid(baseline_profile_id, "baseline_profile_id"),
         )
 
     def evaluate_holdout(

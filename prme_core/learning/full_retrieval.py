@@ -18,10 +18,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 import numpy as np
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from prme_core.canonical import assert_finite, canonical_digest, is_sha256_hex, sha256_hex
-from prme_core.errors import HoldoutIntegrityError, InvalidInput, ReceiptNotFound
+from prme_core.canonical import assert_finite, canonical_digest
+from prme_core.errors import HoldoutIntegrityError, InvalidInput
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value, sign_flip_samples
 from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
 from prme_core.learning.gates import (
@@ -32,11 +32,11 @@ from prme_core.learning.gates import (
     look_alpha,
     regression_harm,
 )
+from prme_core.learning.holdout_pairs import check_multipliers, check_pair, index_receipts, verified_arm
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
 from prme_core.learning.power import groups_for_power
 from prme_core.memory.models import ScopeSet
-from prme_core.receipts.model import EXECUTION_SINCE, RetrievalReceipt
-from prme_core.receipts.store import receipt_bytes
+from prme_core.receipts.model import RetrievalReceipt
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.text import normalize_query
@@ -47,20 +47,6 @@ ALGORITHM = "paired_full_retrieval_v1"
 SURFACE = "results"
 MAX_TRIALS = 10_000
 MAX_RELEVANT = 10_000
-MIN_SCHEMA_VERSION = EXECUTION_SINCE
-# Execution parameters that may differ between the arms: the declared change and how it was resolved.
-FREE_PARAMETERS = ("ranking_multipliers", "ranking_profile")
-# Request fields both arms must record identically.
-PAIRED_FIELDS = (
-    "reference_time",
-    "scoring",
-    "packing",
-    "min_score",
-    "result_limit",
-    "retrieval_mode",
-    "time_from",
-    "time_to",
-)
 METRICS = ("recall", "ndcg", "mrr")
 LIMITATIONS: tuple[str, ...] = (
     "A positive holdout shows higher recall@k and NDCG@k of freshly executed retrievals against the "
@@ -310,7 +296,7 @@ def evaluate_full_retrieval(
         else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
     )
     parsed = sorted(parse_trials(trials), key=_trial_key)
-    supplied = _index_receipts(receipts)
+    supplied = index_receipts(receipts)
 
     used: set[UUID] = set()
     checksums: dict[UUID, str] = {}
@@ -330,12 +316,12 @@ def evaluate_full_retrieval(
                     "retrieval receipt cannot enter more than one full retrieval trial"
                 )
             used.add(request_id)
-            receipt, checksum = _verified_arm(supplied, request_id, arm, where, owner, scope_set)
-            _check_multipliers(receipt, expected, arm, where)
+            receipt, checksum = verified_arm(supplied, request_id, arm, where, owner, scope_set)
+            check_multipliers(receipt, expected, arm, where)
             checksums[request_id] = checksum
             pair.append(receipt)
         base, cand = pair
-        _check_pair(base, cand, where)
+        check_pair(base, cand, where)
         normalized = normalize_query(base.query)
         if group_of_query.setdefault(normalized, trial.group_id) != trial.group_id:
             raise HoldoutIntegrityError(
@@ -386,104 +372,6 @@ def parse_trials(trials: Any) -> list[FullRetrievalTrial]:
     if not 1 <= len(trials) <= MAX_TRIALS:
         raise InvalidInput("trials", f"holds {len(trials)} trials; a holdout needs 1..{MAX_TRIALS}")
     return [parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(trials)]
-
-
-# --- verification -------------------------------------------------------------------------------
-
-
-def _index_receipts(receipts: Any) -> dict[UUID, tuple[RetrievalReceipt, str]]:
-    if not isinstance(receipts, Mapping):
-        raise InvalidInput("receipts", "must map request id → (RetrievalReceipt, checksum), as get_receipts returns")
-    out: dict[UUID, tuple[RetrievalReceipt, str]] = {}
-    for key, value in receipts.items():
-        try:
-            request_id = key if isinstance(key, UUID) else UUID(str(key))
-            receipt, checksum = value
-        except (ValueError, TypeError):
-            raise InvalidInput("receipts", f"entry {key!r} is not request id → (RetrievalReceipt, checksum)") from None
-        if not isinstance(receipt, RetrievalReceipt):
-            raise InvalidInput("receipts", f"entry {key} holds a {type(receipt).__name__}, not a RetrievalReceipt")
-        if receipt.request_id != request_id:
-            raise HoldoutIntegrityError(f"receipts[{request_id}] holds the receipt of request {receipt.request_id}")
-        out[request_id] = (receipt, checksum)
-    return out
-
-
-def _verified_arm(
-    receipts: Mapping[UUID, tuple[RetrievalReceipt, str]],
-    request_id: UUID,
-    arm: str,
-    where: str,
-    owner: str,
-    scopes: tuple[str, ...],
-) -> tuple[RetrievalReceipt, str]:
-    found = receipts.get(request_id)
-    if found is None:
-        raise ReceiptNotFound(
-            f"{where}: full retrieval trial references a missing {arm} receipt {request_id}; "
-            "pass every receipt of both arms (get_receipts(store, owner, request_ids))"
-        )
-    receipt, checksum = found
-    if not is_sha256_hex(checksum) or checksum != sha256_hex(receipt_bytes(receipt)):
-        raise HoldoutIntegrityError(
-            f"{where}: the {arm} receipt's checksum does not match its canonical bytes; "
-            "re-read the receipt from the store"
-        )
-    if receipt.owner != owner:
-        raise HoldoutIntegrityError(f"{where}: the {arm} receipt belongs to another owner, not {owner!r}")
-    if receipt.scopes != scopes:
-        raise HoldoutIntegrityError(
-            f"{where}: the {arm} receipt searched scopes {'+'.join(receipt.scopes)!r}, "
-            f"not the holdout's {'+'.join(scopes)!r}"
-        )
-    if receipt.schema_version < MIN_SCHEMA_VERSION or receipt.execution is None:
-        raise HoldoutIntegrityError(
-            f"{where}: the {arm} receipt has schema version {receipt.schema_version}; a "
-            f"holdout needs freshly executed receipts of version {MIN_SCHEMA_VERSION} or later"
-        )
-    return receipt, checksum
-
-
-def _check_multipliers(receipt: RetrievalReceipt, expected: RankingMultipliers, arm: str, where: str) -> None:
-    raw = receipt.execution.parameters.get("ranking_multipliers")  # type: ignore[union-attr]
-    try:
-        recorded = UNITY if raw is None else RankingMultipliers.model_validate(raw)
-    except ValidationError:
-        raise HoldoutIntegrityError(f"{where}: the {arm} receipt records invalid ranking_multipliers {raw!r}") from None
-    if recorded != expected:
-        raise HoldoutIntegrityError(
-            f"{where}: the {arm} receipt ran with ranking_multipliers {recorded.model_dump()}, but "
-            f"{arm}_multipliers is {expected.model_dump()}; pass the multipliers that produced that arm"
-        )
-
-
-def _check_pair(base: RetrievalReceipt, cand: RetrievalReceipt, where: str) -> None:
-    """Both arms must be the same request apart from the declared multiplier change."""
-    if normalize_query(base.query) != normalize_query(cand.query):
-        raise HoldoutIntegrityError(f"{where}: the arms ran different (normalized) queries")
-    for name in PAIRED_FIELDS:
-        if getattr(base, name) != getattr(cand, name):
-            raise HoldoutIntegrityError(
-                f"{where}: {name} differs between the baseline and candidate receipts; "
-                "both arms must run the identical request except for ranking_multipliers"
-            )
-    b, c = base.execution, cand.execution
-    assert b is not None and c is not None
-    if b.features != c.features:
-        raise HoldoutIntegrityError(
-            f"{where}: execution.features differ between the arms; run both arms on the same pipeline"
-        )
-    fixed_b, fixed_c = _fixed_parameters(b.parameters), _fixed_parameters(c.parameters)
-    if fixed_b != fixed_c:
-        name = next(k for k in sorted(fixed_b.keys() | fixed_c.keys()) if fixed_b.get(k) != fixed_c.get(k))
-        raise HoldoutIntegrityError(
-            f"{where}: execution parameter {name!r} differs between the arms; only "
-            f"{' and '.join(FREE_PARAMETERS)} may differ"
-        )
-
-
-def _fixed_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in parameters.items() if k not in FREE_PARAMETERS}
 
 
 # --- metrics and summary ------------------------------------------------------------------------

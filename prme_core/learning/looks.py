@@ -16,7 +16,7 @@ same paired retrievals and the same decision.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError
 
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord
+from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalTrial, evaluate_full_retrieval
 from prme_core.memory.models import ScopeSet
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import RankingMultipliers
@@ -147,3 +148,43 @@ def _parse(op: Any, owner: str) -> HoldoutLook:
     if sha256_hex(look.canonical_bytes()) != op.checksum:
         raise CorruptRecord(f"stored {OP_LOOK} {op.id}: canonical bytes do not reproduce its checksum")
     return look
+
+
+def evaluate_as_look(
+    store: Store,
+    receipts: Mapping[UUID, tuple[Any, str]],
+    trials: Sequence[FullRetrievalTrial],
+    *,
+    owner: str,
+    scopes: Sequence[str],
+    proposal_input_checksum: str,
+    memory_artifact_sha256: str,
+    candidate_multipliers: Any,
+    baseline_multipliers: Any = None,
+    config: Any = None,
+    baseline_profile_id: UUID | None = None,
+) -> FullRetrievalEvaluation:
+    """``evaluate_full_retrieval`` as a recorded look: every argument and receipt is verified
+    first (a refused evaluation spends nothing), then the look is recorded and the evaluation
+    decides at the level its number may spend."""
+    arguments: dict[str, Any] = dict(
+        owner=owner,
+        scopes=scopes,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+        candidate_multipliers=candidate_multipliers,
+        baseline_multipliers=baseline_multipliers,
+        config=config,
+    )
+    verified = evaluate_full_retrieval(receipts, trials, **arguments)
+    look = record_look(
+        store,
+        owner=verified.owner,
+        scopes=verified.scopes,
+        baseline_profile_id=baseline_profile_id,
+        proposal_input_checksum=verified.proposal_input_checksum,
+        candidate_multipliers=verified.candidate_multipliers,
+        memory_artifact_sha256=verified.memory_artifact_sha256,
+        group_ids=[t.group_id for t in verified.trials],
+    )
+    return evaluate_full_retrieval(receipts, trials, **arguments, look=look.look)

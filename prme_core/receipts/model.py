@@ -57,6 +57,7 @@ from prme_core.features import INTERACTION_NAMES, RECEIPT_LAYOUTS, TRACE_FEATURE
 from prme_core.receipts.pool import CandidatePool, PoolColumns, PoolSummary, pool_digest, replay_context
 from prme_core.receipts.projection import projection_digest
 from prme_core.receipts.replay import ReplayResult, check_replay, replay
+from prme_core.receipts.versioned import apply_history, candidate_dict, drop_newer, trace_by_layout
 from prme_core.receipts.versions import (
     CURRENT_SCHEMA_VERSION,
     EXECUTION_SINCE,
@@ -117,7 +118,7 @@ class ScoreTrace(FrozenModel):
     @classmethod
     def _from_array(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
-            # A receipt names its traces by its version's layout first (``_trace_by_layout``);
+            # A receipt names its traces by its version's layout first (``versioned.trace_by_layout``);
             # a bare array is read by whichever layout has its length.
             fields = _TRACE_FIELDS_BY_WIDTH.get(len(value))
             if fields is None:
@@ -287,17 +288,17 @@ class RetrievalReceipt(FrozenModel):
         if not isinstance(version, int) or isinstance(version, bool):
             return data  # the strict field check rejects it with a clear message
         data = dict(data)
-        data["packing"] = _apply_history(data.get("packing"), _PACKING_HISTORY, version, "packing", PackingConfig)
-        data["scoring"] = _apply_history(data.get("scoring"), _SCORING_HISTORY, version, "scoring", ScoringWeights)
+        data["packing"] = apply_history(data.get("packing"), _PACKING_HISTORY, version, "packing", PackingConfig)
+        data["scoring"] = apply_history(data.get("scoring"), _SCORING_HISTORY, version, "scoring", ScoringWeights)
         sets = data.get("weight_sets")
         if isinstance(sets, (list, tuple)):
             data["weight_sets"] = [
-                _apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]", ScoringWeights)
+                apply_history(ws, _SCORING_HISTORY, version, f"weight_sets[{i}]", ScoringWeights)
                 for i, ws in enumerate(sets)
             ]
         candidates = data.get("candidates")
         if isinstance(candidates, (list, tuple)) and version >= MIN_SCHEMA_VERSION:
-            data["candidates"] = [_trace_by_layout(c, layout_for(version)) for c in candidates]
+            data["candidates"] = [trace_by_layout(c, layout_for(version)) for c in candidates]
         return data
 
     @model_validator(mode="after")
@@ -479,17 +480,15 @@ class RetrievalReceipt(FrozenModel):
     def canonical_dict(self) -> dict[str, Any]:
         v = self.schema_version
         data = self.model_dump(mode="json", exclude={"candidates", "weight_sets", "execution", "pool"})
-        data["packing"] = _drop_newer(data["packing"], _PACKING_HISTORY, v)
-        data["scoring"] = _drop_newer(data["scoring"], _SCORING_HISTORY, v)
+        data["packing"] = drop_newer(data["packing"], _PACKING_HISTORY, v)
+        data["scoring"] = drop_newer(data["scoring"], _SCORING_HISTORY, v)
         for key in ("time_from", "time_to"):
             if data[key] is None:
                 del data[key]
         layout = layout_for(v)
-        data["candidates"] = [_candidate_dict(c, layout) for c in self.candidates]
+        data["candidates"] = [candidate_dict(c, layout) for c in self.candidates]
         if v >= PROVENANCE_SINCE:
-            data["weight_sets"] = [
-                _drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets
-            ]
+            data["weight_sets"] = [drop_newer(w.model_dump(mode="json"), _SCORING_HISTORY, v) for w in self.weight_sets]
         else:
             del data["ranking_policy"]
         if v >= EXECUTION_SINCE:
@@ -510,93 +509,3 @@ class RetrievalReceipt(FrozenModel):
 
     def candidate(self, node_id: UUID) -> ReceiptCandidate | None:
         return next((c for c in self.candidates if c.node_id == node_id), None)
-
-
-def _trace_by_layout(candidate: Any, layout: FeatureLayout) -> Any:
-    """A parsed candidate's positional trace array named by its receipt version's layout."""
-    if not isinstance(candidate, dict):
-        return candidate
-    prov = candidate.get("provenance")
-    if not isinstance(prov, dict) or not isinstance(prov.get("trace"), (list, tuple)):
-        return candidate
-    trace = prov["trace"]
-    if len(trace) != len(layout.trace_fields):
-        raise ValueError(
-            f"a score trace of this receipt version holds {len(layout.trace_fields)} numbers in the "
-            f"order {layout.trace_fields}"
-        )
-    return {**candidate, "provenance": {**prov, "trace": dict(zip(layout.trace_fields, trace))}}
-
-
-def _candidate_dict(c: ReceiptCandidate, layout: FeatureLayout) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "node_id": str(c.node_id),
-        "scope": c.scope,
-        "content_sha256": c.content_sha256,
-        "score": c.score,
-        "paths": list(c.paths),
-        "in_context": c.in_context,
-        "has_content": c.has_content,
-        "token_cost": c.token_cost,
-    }
-    if c.cross_scope:
-        data["cross_scope"] = True
-    if c.reranker_score is not None:
-        data["reranker_score"] = c.reranker_score
-    if c.in_context:
-        data["context_position"] = c.context_position
-        data["representation"] = c.representation
-    if c.provenance is not None:
-        p = c.provenance
-        prov: dict[str, Any] = {
-            "formula_version": p.formula_version,
-            "weights": p.weights,
-            "trace": p.trace.as_array(layout),
-        }
-        if p.base_node_id != c.node_id:
-            prov["base_node_id"] = str(p.base_node_id)
-        if p.adjustments:
-            prov["adjustments"] = [a.canonical_dict() for a in p.adjustments]
-        if p.rank_fusion is not None:
-            prov["rank_fusion"] = p.rank_fusion.model_dump(mode="json", exclude_none=True)
-        data["provenance"] = prov
-    return data
-
-
-def _apply_history(
-    value: Any,
-    history: tuple[tuple[str, int, Any], ...],
-    version: int,
-    where: str,
-    model: type[ScoringWeights] | type[PackingConfig],
-) -> Any:
-    """Check a versioned sub-object: every field is recorded explicitly, except those a later
-    version introduced, which an older receipt may not record (parsing fills their historical
-    meaning). A model instance (from code, not JSON) may carry a later field only at its
-    historical value, which is then dropped."""
-    from_model = isinstance(value, ScoringWeights | PackingConfig)
-    if from_model:
-        value = value.model_dump()
-    if not isinstance(value, dict):
-        return value
-    value = dict(value)
-    for name, since, historical in history:
-        if version < since:
-            if name in value and not (from_model and value[name] == historical):
-                raise ValueError(
-                    f"{where}.{name} was introduced in receipt version {since}; a version {version} "
-                    "receipt cannot record it"
-                )
-            value[name] = historical
-    newer = {name for name, since, _ in history if version < since}
-    missing = [f for f in model.model_fields if f not in value and f not in newer]
-    if missing:
-        raise ValueError(f"a version {version} receipt must record {where}.{missing[0]} explicitly")
-    return value
-
-
-def _drop_newer(data: dict[str, Any], history: tuple[tuple[str, int, Any], ...], version: int) -> dict[str, Any]:
-    for name, since, _ in history:
-        if version < since:
-            data.pop(name, None)
-    return data
