@@ -40,7 +40,7 @@ from prme_core.learning.full_retrieval import (
     RelevantNodeIds,
     evaluate_full_retrieval,
 )
-from prme_core.learning.looks import HoldoutLook, record_look
+from prme_core.learning.looks import HoldoutLook, LookKey, record_look
 from prme_core.memory.bank import parse_uuid
 from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
@@ -181,16 +181,16 @@ def record_run_look(
     store: Store, run: HoldoutRun, *, proposal_input_checksum: str, baseline_profile_id: UUID | None
 ) -> HoldoutLook:
     """The store's look for evaluating ``run`` against that proposal and baseline (idempotent)."""
-    return record_look(
-        store,
-        owner=run.owner,
-        scopes=run.scopes,
-        baseline_profile_id=baseline_profile_id,
-        proposal_input_checksum=proposal_input_checksum,
-        candidate_multipliers=run.candidate_multipliers,
-        memory_artifact_sha256=run.memory_artifact_sha256,
-        group_ids=run.group_ids(),
+    key = LookKey(
+        run.owner,
+        tuple(run.scopes),
+        baseline_profile_id,
+        proposal_input_checksum,
+        run.candidate_multipliers,
+        run.memory_artifact_sha256,
+        run.group_ids(),
     )
+    return record_look(store, key)
 
 
 def holdout_id(owner: str, scope_key: str, query: str, reference_time: Any) -> UUID:

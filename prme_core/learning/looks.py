@@ -17,6 +17,7 @@ same paired retrievals and the same decision.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -57,61 +58,67 @@ def experiment_key(scopes: Sequence[str], baseline_profile_id: UUID | None) -> s
     return f"holdout-looks:{make_scope_key(scopes)}:{baseline}"
 
 
-def look_id(
-    *,
-    owner: str,
-    scopes: Sequence[str],
-    baseline_profile_id: UUID | None,
-    proposal_input_checksum: str,
-    candidate_multipliers: RankingMultipliers,
-    memory_artifact_sha256: str,
-    group_ids: Sequence[str],
-) -> UUID:
-    key = [
-        "prme:holdout-look:v1",
-        owner,
-        make_scope_key(scopes),
-        None if baseline_profile_id is None else str(baseline_profile_id),
-        proposal_input_checksum,
-        candidate_multipliers.model_dump(mode="json"),
-        memory_artifact_sha256,
-        sorted(set(group_ids)),
-    ]
-    return uuid5(NAMESPACE_URL, canonical_json(key).decode())
+@dataclass(frozen=True)
+class LookKey:
+    """What a look judged: the same key is the same look (and spends nothing again)."""
+
+    owner: str
+    scopes: tuple[str, ...]
+    baseline_profile_id: UUID | None
+    proposal_input_checksum: str
+    candidate_multipliers: RankingMultipliers
+    memory_artifact_sha256: str
+    group_ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, evaluation: FullRetrievalEvaluation, baseline_profile_id: UUID | None) -> LookKey:
+        """The key of a holdout evaluation against ``baseline_profile_id``."""
+        return cls(
+            evaluation.owner,
+            tuple(evaluation.scopes),
+            baseline_profile_id,
+            evaluation.proposal_input_checksum,
+            evaluation.candidate_multipliers,
+            evaluation.memory_artifact_sha256,
+            tuple(sorted({t.group_id for t in evaluation.trials})),
+        )
+
+    def look_id(self) -> UUID:
+        key = [
+            "prme:holdout-look:v1",
+            self.owner,
+            make_scope_key(self.scopes),
+            None if self.baseline_profile_id is None else str(self.baseline_profile_id),
+            self.proposal_input_checksum,
+            self.candidate_multipliers.model_dump(mode="json"),
+            self.memory_artifact_sha256,
+            sorted(set(self.group_ids)),
+        ]
+        return uuid5(NAMESPACE_URL, canonical_json(key).decode())
 
 
-def record_look(
-    store: Store,
-    *,
-    owner: str,
-    scopes: Sequence[str],
-    baseline_profile_id: UUID | None,
-    proposal_input_checksum: str,
-    candidate_multipliers: RankingMultipliers,
-    memory_artifact_sha256: str,
-    group_ids: Sequence[str],
-) -> HoldoutLook:
+def record_look(store: Store, key: LookKey) -> HoldoutLook:
     """The look of this evaluation: the stored one if the identical evaluation was looked at
     before, else a new look numbered one past the experiment's newest (under its lock)."""
-    identity: dict[str, Any] = dict(
-        owner=owner,
-        scopes=tuple(scopes),
-        baseline_profile_id=baseline_profile_id,
-        proposal_input_checksum=proposal_input_checksum,
-        candidate_multipliers=candidate_multipliers,
-        memory_artifact_sha256=memory_artifact_sha256,
-    )
-    lid = look_id(**identity, group_ids=group_ids)
-    target = experiment_key(scopes, baseline_profile_id)
+    lid, owner = key.look_id(), key.owner
+    target = experiment_key(key.scopes, key.baseline_profile_id)
     with store.transaction() as tx:
         tx.lock(f"{OP_LOOK}:{owner}:{target}")
         existing = tx.get_operation(owner, str(lid))
         if existing is not None:
             return _parse(existing, owner)
         newest = tx.latest_operation(owner, OP_LOOK, target)
-        number = 1 if newest is None else _parse(newest, owner).look + 1
         look = HoldoutLook(
-            look_id=lid, **identity, group_ids=tuple(sorted(set(group_ids))), look=number, recorded_at=utc_now()
+            look_id=lid,
+            owner=owner,
+            scopes=key.scopes,
+            baseline_profile_id=key.baseline_profile_id,
+            proposal_input_checksum=key.proposal_input_checksum,
+            candidate_multipliers=key.candidate_multipliers,
+            memory_artifact_sha256=key.memory_artifact_sha256,
+            group_ids=tuple(sorted(set(key.group_ids))),
+            look=1 if newest is None else _parse(newest, owner).look + 1,
+            recorded_at=utc_now(),
         )
         tx.append_operation(
             OperationDraft.of(
@@ -119,7 +126,7 @@ def record_look(
                 owner=owner,
                 op_type=OP_LOOK,
                 body=look.model_dump(mode="json"),
-                scope_key=make_scope_key(scopes),
+                scope_key=make_scope_key(key.scopes),
                 target_id=target,
             )
         )
@@ -155,36 +162,12 @@ def evaluate_as_look(
     receipts: Mapping[UUID, tuple[Any, str]],
     trials: Sequence[FullRetrievalTrial],
     *,
-    owner: str,
-    scopes: Sequence[str],
-    proposal_input_checksum: str,
-    memory_artifact_sha256: str,
-    candidate_multipliers: Any,
-    baseline_multipliers: Any = None,
-    config: Any = None,
     baseline_profile_id: UUID | None = None,
+    **arguments: Any,
 ) -> FullRetrievalEvaluation:
-    """``evaluate_full_retrieval`` as a recorded look: every argument and receipt is verified
-    first (a refused evaluation spends nothing), then the look is recorded and the evaluation
-    decides at the level its number may spend."""
-    arguments: dict[str, Any] = dict(
-        owner=owner,
-        scopes=scopes,
-        proposal_input_checksum=proposal_input_checksum,
-        memory_artifact_sha256=memory_artifact_sha256,
-        candidate_multipliers=candidate_multipliers,
-        baseline_multipliers=baseline_multipliers,
-        config=config,
-    )
+    """``evaluate_full_retrieval`` (``arguments``: its keywords) as a recorded look: every
+    argument and receipt is verified first (a refused evaluation spends nothing), then the look
+    is recorded and the evaluation decides at the level its number may spend."""
     verified = evaluate_full_retrieval(receipts, trials, **arguments)
-    look = record_look(
-        store,
-        owner=verified.owner,
-        scopes=verified.scopes,
-        baseline_profile_id=baseline_profile_id,
-        proposal_input_checksum=verified.proposal_input_checksum,
-        candidate_multipliers=verified.candidate_multipliers,
-        memory_artifact_sha256=verified.memory_artifact_sha256,
-        group_ids=[t.group_id for t in verified.trials],
-    )
+    look = record_look(store, LookKey.of(verified, baseline_profile_id))
     return evaluate_full_retrieval(receipts, trials, **arguments, look=look.look)

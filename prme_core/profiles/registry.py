@@ -34,7 +34,7 @@ from prme_core.errors import (
     StaleProfileError,
 )
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
-from prme_core.learning.looks import get_look, look_id
+from prme_core.learning.looks import LookKey, get_look
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.memory.bank import parse_uuid
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
@@ -116,15 +116,7 @@ def _check_look(store: Store, owner: str, holdout: FullRetrievalEvaluation, base
     look, with that number, for this owner, scope set, baseline, proposal and holdout groups."""
     if holdout.schema_version < 3:
         return
-    lid = look_id(
-        owner=owner,
-        scopes=holdout.scopes,
-        baseline_profile_id=baseline,
-        proposal_input_checksum=holdout.proposal_input_checksum,
-        candidate_multipliers=holdout.candidate_multipliers,
-        memory_artifact_sha256=holdout.memory_artifact_sha256,
-        group_ids=[t.group_id for t in holdout.trials],
-    )
+    lid = LookKey.of(holdout, baseline).look_id()
     recorded = get_look(store, owner, lid)
     if recorded is None:
         raise InvalidEvidence(

@@ -10,7 +10,7 @@ import pytest
 
 from prme_core.errors import CorruptRecord, InvalidEvidence
 from prme_core.learning.full_retrieval import evaluate_full_retrieval
-from prme_core.learning.looks import OP_LOOK, experiment_key, get_look, record_look
+from prme_core.learning.looks import OP_LOOK, LookKey, experiment_key, get_look, record_look
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import RankingMultipliers
 from tests.learning_lab import HOLDOUT_CONFIG, LAB_OWNER, LAB_SCOPES, LEARNING_CONFIG, build_lab
@@ -22,16 +22,8 @@ MEMORY = "cd" * 32
 
 
 def _look(client, *, lexical=2.0, baseline=None, owner=OWNER, groups=("g1", "g2")):
-    return record_look(
-        client.store,
-        owner=owner,
-        scopes=SCOPES,
-        baseline_profile_id=baseline,
-        proposal_input_checksum=CHECKSUM,
-        candidate_multipliers=RankingMultipliers(lexical=lexical),
-        memory_artifact_sha256=MEMORY,
-        group_ids=list(groups),
-    )
+    key = LookKey(owner, SCOPES, baseline, CHECKSUM, RankingMultipliers(lexical=lexical), MEMORY, tuple(groups))
+    return record_look(client.store, key)
 
 
 def test_looks_are_numbered_in_order_per_scope_set_and_baseline(client):

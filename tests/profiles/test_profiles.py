@@ -22,7 +22,7 @@ from prme_core.errors import (
     StaleProfileError,
 )
 from prme_core.learning.full_retrieval import FullRetrievalTrial, evaluate_full_retrieval
-from prme_core.learning.looks import record_look
+from prme_core.learning.looks import LookKey, record_look
 from prme_core.profiles.registry import rebuild_pointer_head
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
@@ -88,16 +88,7 @@ def _create(client, proposal, holdout, **kw):
     """``create_ranking_profile`` in a store other than the one that evaluated the holdout: the
     evidence was computed once per backend (the ``evidence`` fixture), so this store first
     records the holdout's look as its own evaluation would have."""
-    record_look(
-        client.store,
-        owner=holdout.owner,
-        scopes=holdout.scopes,
-        baseline_profile_id=kw.get("baseline_profile_id"),
-        proposal_input_checksum=holdout.proposal_input_checksum,
-        candidate_multipliers=holdout.candidate_multipliers,
-        memory_artifact_sha256=holdout.memory_artifact_sha256,
-        group_ids=[t.group_id for t in holdout.trials],
-    )
+    record_look(client.store, LookKey.of(holdout, kw.get("baseline_profile_id")))
     return client.create_ranking_profile(proposal, holdout, **kw)
 
 
