@@ -8,11 +8,12 @@ failure: still ``passed=False`` for the activation sensor, while the next stage 
 the run ends successfully with the later stages skipped (``prme_assets.outcome``).
 """
 
+import inspect
 from typing import Any
 
 import dagster as dg
 
-from prme_assets.gate_table import GATE_TABLE, gate
+from prme_assets.gate_table import GATE_TABLE, Gate
 from prme_assets.holdout import full_retrieval_holdout
 from prme_assets.metadata import facts
 from prme_assets.outcome import record_outcome, severity
@@ -21,7 +22,6 @@ from prme_assets.profile import candidate_profile
 from prme_assets.proposal import ranking_proposal
 from prme_assets.resources import STORE_POOL, PrmeStoreResource
 from prme_assets.split import query_split
-from prme_core.engine import MemoryClient
 from prme_core.learning import verdicts
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
@@ -44,105 +44,49 @@ def gate_result(verdict: verdicts.Verdict) -> dg.AssetCheckResult:
     )
 
 
-def _gate(name: str, asset: Any, **kw: Any) -> Any:
-    """A blocking, partitioned check for the table's gate ``name`` on ``asset`` (its description
-    is the table's)."""
-    spec = gate(name)
-    assert spec.stage == asset.key.to_user_string(), (name, spec.stage)
+STAGE_ASSETS = {
+    "query_split": (query_split, SplitSummary),
+    "ranking_proposal": (ranking_proposal, LearningEvaluation),
+    "full_retrieval_holdout": (full_retrieval_holdout, HoldoutOutcome),
+    "candidate_profile": (candidate_profile, RankingProfile),
+}
+"""Each checked stage's asset and output type."""
+
+
+def _check(spec: Gate) -> dg.AssetChecksDefinition:
+    """The asset check of a table gate: a blocking, partitioned check on its stage that loads
+    every stage output the gate reads (and the store, when it reads it) and returns the verdict.
+    Its signature is built from the table, so Dagster loads exactly those inputs."""
+    asset, _ = STAGE_ASSETS[spec.stage]
+    param = inspect.Parameter
+    params = [param("context", param.POSITIONAL_OR_KEYWORD, annotation=dg.AssetCheckExecutionContext)]
+    params += [param(name, param.POSITIONAL_OR_KEYWORD, annotation=STAGE_ASSETS[name][1]) for name in spec.reads]
+    if spec.needs_store:
+        params.append(param("prme_store", param.POSITIONAL_OR_KEYWORD, annotation=PrmeStoreResource))
+
+    def check(context: dg.AssetCheckExecutionContext, **inputs: Any) -> dg.AssetCheckResult:
+        store: PrmeStoreResource | None = inputs.pop("prme_store", None)
+        if store is None:
+            return result(context, spec.verdict(inputs))
+        with store.client() as client:
+            return result(context, spec.verdict(inputs, client))
+
+    check.__signature__ = inspect.Signature(params, return_annotation=dg.AssetCheckResult)  # type: ignore[attr-defined]
+    check.__name__ = check.__qualname__ = spec.name
     return dg.asset_check(
         asset=asset,
-        name=name,
+        name=spec.name,
         description=spec.description,
         blocking=True,
         partitions_def=LEARNING_TARGETS,
         pool=STORE_POOL,
-        **kw,
-    )
+        additional_ins={name: dg.AssetIn(name) for name in spec.reads[1:]} or None,
+    )(check)
 
 
-def _decide(context: dg.AssetCheckExecutionContext, client: MemoryClient | None = None, **evidence: Any):
-    """The check's result: the table's verdict for this check, from its inputs."""
-    return result(context, gate(context.check_specs[0].name).verdict(evidence, client))
-
-
-@_gate("coverage_sufficient", query_split)
-def coverage_sufficient(context: dg.AssetCheckExecutionContext, query_split: SplitSummary) -> dg.AssetCheckResult:
-    return _decide(context, query_split=query_split)
-
-
-@_gate("baseline_replay_exact", query_split)
-def baseline_replay_exact(context: dg.AssetCheckExecutionContext, query_split: SplitSummary) -> dg.AssetCheckResult:
-    return _decide(context, query_split=query_split)
-
-
-@_gate("offline_gate_passed", ranking_proposal)
-def offline_gate_passed(
-    context: dg.AssetCheckExecutionContext, ranking_proposal: LearningEvaluation
-) -> dg.AssetCheckResult:
-    return _decide(context, ranking_proposal=ranking_proposal)
-
-
-@_gate("holdout_memory_unchanged", full_retrieval_holdout)
-def holdout_memory_unchanged(
-    context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
-) -> dg.AssetCheckResult:
-    return _decide(context, full_retrieval_holdout=full_retrieval_holdout)
-
-
-@_gate("holdout_gate_passed", full_retrieval_holdout)
-def holdout_gate_passed(
-    context: dg.AssetCheckExecutionContext, full_retrieval_holdout: HoldoutOutcome
-) -> dg.AssetCheckResult:
-    return _decide(context, full_retrieval_holdout=full_retrieval_holdout)
-
-
-@_gate(
-    "profile_evidence_bound",
-    candidate_profile,
-    additional_ins={
-        "ranking_proposal": dg.AssetIn("ranking_proposal"),
-        "full_retrieval_holdout": dg.AssetIn("full_retrieval_holdout"),
-    },
-)
-def profile_evidence_bound(
-    context: dg.AssetCheckExecutionContext,
-    candidate_profile: RankingProfile,
-    ranking_proposal: LearningEvaluation,
-    full_retrieval_holdout: HoldoutOutcome,
-    prme_store: PrmeStoreResource,
-) -> dg.AssetCheckResult:
-    with prme_store.client() as client:
-        return _decide(
-            context,
-            client,
-            candidate_profile=candidate_profile,
-            ranking_proposal=ranking_proposal,
-            full_retrieval_holdout=full_retrieval_holdout,
-        )
-
-
-@_gate("runtime_compatible", candidate_profile)
-def runtime_compatible(
-    context: dg.AssetCheckExecutionContext, candidate_profile: RankingProfile, prme_store: PrmeStoreResource
-) -> dg.AssetCheckResult:
-    with prme_store.client() as client:
-        return _decide(context, client, candidate_profile=candidate_profile)
-
-
-GATES = (
-    coverage_sufficient,
-    baseline_replay_exact,
-    offline_gate_passed,
-    holdout_gate_passed,
-    holdout_memory_unchanged,
-    profile_evidence_bound,
-    runtime_compatible,
-)
+GATES = tuple(_check(spec) for spec in GATE_TABLE)
 """Every gate of ``gate_table.GATE_TABLE`` as an asset check, in its order: ``Definitions``
 registers exactly these checks and the activation sensor requires every one of them."""
-
-if tuple(key.name for g in GATES for key in g.check_keys) != tuple(g.name for g in GATE_TABLE):
-    raise RuntimeError("prme_assets.checks.GATES must be the asset checks of gate_table.GATE_TABLE, in its order")
 
 GATE_CHECKS: tuple[tuple[str, str], ...] = tuple(
     (key.asset_key.to_user_string(), key.name) for gate in GATES for key in gate.check_keys

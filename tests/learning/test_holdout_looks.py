@@ -26,6 +26,22 @@ def _look(client, *, lexical=2.0, baseline=None, owner=OWNER, groups=("g1", "g2"
     return record_look(client.store, key)
 
 
+def _outside(client, proposal, trials, memory, **kw):
+    """The pure evaluation of stored paired receipts, not through the store (no look recorded)."""
+    ids = [r for t in trials for r in (t.baseline_request_id, t.candidate_request_id)]
+    return evaluate_full_retrieval(
+        get_receipts(client.store, LAB_OWNER, ids),
+        trials,
+        owner=LAB_OWNER,
+        scopes=LAB_SCOPES,
+        proposal_input_checksum=proposal.input_checksum,
+        memory_artifact_sha256=memory,
+        candidate_multipliers=proposal.multipliers,
+        config=HOLDOUT_CONFIG,
+        **kw,
+    )
+
+
 def test_looks_are_numbered_in_order_per_scope_set_and_baseline(client):
     first, second = _look(client, lexical=2.0), _look(client, lexical=3.0)
     assert (first.look, second.look) == (1, 2)
@@ -89,18 +105,7 @@ def test_a_profile_needs_the_store_s_record_of_its_holdout_look(client):
     again = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
     assert (again.config.look, again.decision, again.ndcg_gain) == (1, holdout.decision, holdout.ndcg_gain)
     # a self-consistent report of the same trials that claims another look than the store recorded
-    ids = [r for t in holdout.trials for r in (t.baseline_request_id, t.candidate_request_id)]
-    claimed = evaluate_full_retrieval(
-        get_receipts(client.store, LAB_OWNER, ids),
-        holdout.trials,
-        owner=LAB_OWNER,
-        scopes=LAB_SCOPES,
-        proposal_input_checksum=proposal.input_checksum,
-        memory_artifact_sha256=holdout.memory_artifact_sha256,
-        candidate_multipliers=proposal.multipliers,
-        config=HOLDOUT_CONFIG,
-        look=2,
-    )
+    claimed = _outside(client, proposal, holdout.trials, holdout.memory_artifact_sha256, look=2)
     assert claimed.config.look == 2 and claimed.config.max_p_value == pytest.approx(0.05 / 6)
     with pytest.raises(InvalidEvidence, match="claims look 2"):
         client.create_ranking_profile(proposal, claimed, owner=LAB_OWNER)
@@ -117,17 +122,7 @@ def test_a_holdout_evaluated_outside_the_store_cannot_make_a_profile(client):
         candidate_multipliers=proposal.multipliers,
         excluded_query_digests=proposal.query_digests(),
     )
-    ids = [r for t in run.trials for r in (t.baseline_request_id, t.candidate_request_id)]
-    outside = evaluate_full_retrieval(
-        get_receipts(client.store, LAB_OWNER, ids),
-        run.trials,
-        owner=LAB_OWNER,
-        scopes=LAB_SCOPES,
-        proposal_input_checksum=proposal.input_checksum,
-        memory_artifact_sha256=run.memory_artifact_sha256,
-        candidate_multipliers=proposal.multipliers,
-        config=HOLDOUT_CONFIG,
-    )
+    outside = _outside(client, proposal, run.trials, run.memory_artifact_sha256)
     assert outside.decision == "improved_full_retrieval"
     with pytest.raises(InvalidEvidence, match="not recorded in this store"):
         client.create_ranking_profile(proposal, outside, owner=LAB_OWNER)
