@@ -9,11 +9,10 @@ types are refused); list queries are lax only where HTTP query strings need it (
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Generic, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, create_model
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from prme_core.access.keys import Principal
 from prme_core.feedback.ablation import ContextAblation
@@ -26,11 +25,9 @@ from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, MAX_RECORDS_BOUND
 from prme_core.memory.bank import MAX_BATCH_NODES, MAX_PAGE
 from prme_core.memory.models import MemoryInput, ScopeName
-from prme_core.retrieval.config import MAX_TOKEN_BUDGET, Fidelity, PackingConfig, ScoringWeights
-from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
-from prme_core.retrieval.requests import MAX_RESULT_LIMIT, QueryText, RetrievalMetadata
-from prme_core.types import FrozenModel, Label, UtcDatetime, WindowEnd
+from prme_core.retrieval.requests import QueryText, RetrievalMetadata, RetrieveArguments
+from prme_core.types import FrozenModel, Label, UtcDatetime
 
 ScopeList = Annotated[list[ScopeName], Field(min_length=1, max_length=64)]
 """An exact scope set as a caller writes it (repeats are dropped, order does not matter)."""
@@ -44,22 +41,6 @@ class Body(FrozenModel):
 
 class Query(FrozenModel):
     """Query-string parameters: unknown ones refused; numbers may arrive as text."""
-
-
-@cache
-def overrides_of(model: type[BaseModel]) -> type[BaseModel]:
-    """A model of optional overrides of ``model``'s fields (same types and bounds, every field
-    optional): what a request may change of an engine default (``scoring``, ``packing``)."""
-    fields: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-        fields[name] = (annotation | None, Field(default=None, description=info.description))
-    return create_model(
-        f"{model.__name__}Overrides",
-        __base__=Body,
-        __doc__=f"Fields of {model.__name__} to change for this request; the engine's defaults fill the rest.",
-        **fields,
-    )
 
 
 # --- memories ---------------------------------------------------------------------------------
@@ -76,33 +57,18 @@ class NodeRef(Body):
 # --- retrieval --------------------------------------------------------------------------------
 
 
-class RetrieveRequest(Body):
-    """Every argument of ``MemoryEngine.retrieve``; ``scopes`` defaults to every configured scope
-    the key may read, ``reference_time`` to now."""
+class RetrieveRequest(RetrieveArguments):
+    """A retrieval: the query and every argument of ``MemoryEngine.retrieve``
+    (``RetrieveArguments``); ``scopes`` defaults to every configured scope the key may read."""
 
-    query: QueryText
-    scopes: ScopeList | None = None
-    reference_time: UtcDatetime | None = None
-    limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT)
-    min_score: StrictFloat = Field(default=0.0, ge=0.0, le=10.0)
-    token_budget: StrictInt | None = Field(default=None, ge=16, le=MAX_TOKEN_BUDGET)
-    time_from: UtcDatetime | None = None
-    time_to: WindowEnd = None
-    event_time_from: UtcDatetime | None = None
-    event_time_to: WindowEnd = None
-    min_fidelity: Fidelity | None = None
-    scoring: overrides_of(ScoringWeights) | None = None  # type: ignore[valid-type]
-    packing: overrides_of(PackingConfig) | None = None  # type: ignore[valid-type]
-    ranking_multipliers: RankingMultipliers | None = None
-    include_cross_scope: StrictBool = False
-    retrieval_mode: Literal["hybrid", "lexical", "semantic"] = "hybrid"
-    epistemic_mode: Literal["all", "reliable", "observed"] = "all"
-    """Which memories may be returned by epistemic type: all; reliable (no hypothetical,
-    conditional, deprecated or unverified ones); observed only."""
-    include_context: StrictBool = True
-    """Return the exact rendered context (the text whose SHA-256 is ``metadata.context_sha256``)."""
-    include_bundle: StrictBool = False
-    """Return the packed ``ContextBundle`` too (the input of context ablation)."""
+    query: QueryText = Field(description="The question, as the user would ask it.")
+    include_context: StrictBool = Field(
+        default=True,
+        description="Return the exact rendered context (the text whose SHA-256 is metadata.context_sha256).",
+    )
+    include_bundle: StrictBool = Field(
+        default=False, description="Return the packed ContextBundle too (the input of context ablation)."
+    )
 
 
 class RetrievedMemoryOut(BaseModel):

@@ -24,7 +24,7 @@ from prme_core.engine import MemoryEngine
 from prme_core.errors import NoOpTransition, ScopeForbidden, StaleProfileError
 from prme_core.memory.models import MemoryInput
 from prme_core.profiles.model import RankingProfileState
-from prme_core.retrieval.requests import RetrievalResponse
+from prme_core.retrieval.requests import RetrievalResponse, RetrieveArguments
 
 R = TypeVar("R")
 
@@ -159,11 +159,7 @@ class MemoryService:
             raise ScopeForbidden(
                 "include_cross_scope", "reads every scope of the owner; this API key is limited to some scopes"
             )
-        arguments = request.model_dump(exclude={"query", "scopes", "include_context", "include_bundle"})
-        for name in ("scoring", "packing"):
-            override = getattr(request, name)
-            arguments[name] = None if override is None else override.model_dump(exclude_unset=True)
-        arguments["ranking_multipliers"] = request.ranking_multipliers
+        arguments = {name: getattr(request, name) for name in RetrieveArguments.model_fields if name != "scopes"}
         response = await self.engine.retrieve(request.query, owner=principal.owner, scopes=scopes, **arguments)
         return retrieval_body(response, include_context=request.include_context, include_bundle=request.include_bundle)
 

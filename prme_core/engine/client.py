@@ -18,6 +18,7 @@ from prme_core.learning.full_retrieval import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
+    check_evaluation_arguments,
     parse_trials,
 )
 from prme_core.learning.holdout import HoldoutQuery, HoldoutQuerySpec, HoldoutRun
@@ -37,7 +38,7 @@ from prme_core.retrieval.execution import feature_identity_sha256
 from prme_core.retrieval.multipliers import UNITY, RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.pipeline import RetrievalPipeline
-from prme_core.retrieval.requests import RetrievalRequest, RetrievalResponse, build_request
+from prme_core.retrieval.requests import RetrievalRequest, RetrievalResponse, RetrieveArguments, build_request
 from prme_core.retrieval.reranker import Reranker, RerankerSettings
 from prme_core.settings import EngineSettings
 from prme_core.storage import Store, open_store
@@ -173,43 +174,25 @@ class MemoryClient:
     ) -> RetrievalResponse:
         """Hybrid retrieval with a persisted, replayable receipt of the current schema version.
 
-        ``scopes`` defaults to every configured scope; ``reference_time`` to now;
-        ``epistemic_mode`` (``all``, ``reliable``, ``observed``) limits which memories may be
-        returned by their epistemic type. Every argument is validated before any work;
-        ``metadata.receipt_persisted`` says whether the receipt was stored.
+        The keyword arguments are ``retrieval.requests.RetrieveArguments`` (one declaration for
+        this method, the HTTP route and the MCP tools; a test keeps this signature equal to it):
+        ``scopes`` defaults to every configured scope, ``reference_time`` to now. Every argument
+        is validated before any work; ``metadata.receipt_persisted`` says whether the receipt was
+        stored.
         """
-        request = self._retrieval_request(
-            query,
-            owner=owner,
-            scopes=scopes,
-            reference_time=reference_time,
-            limit=limit,
-            min_score=min_score,
-            token_budget=token_budget,
-            time_from=time_from,
-            time_to=time_to,
-            event_time_from=event_time_from,
-            event_time_to=event_time_to,
-            min_fidelity=min_fidelity,
-            scoring=scoring,
-            packing=packing,
-            ranking_multipliers=ranking_multipliers,
-            include_cross_scope=include_cross_scope,
-            retrieval_mode=retrieval_mode,
-            epistemic_mode=epistemic_mode,
-        )
-        return self.pipeline.retrieve(request)
+        arguments = {k: v for k, v in locals().items() if k in RetrieveArguments.model_fields}
+        return self.pipeline.retrieve(self._retrieval_request(query, owner=owner, **arguments))
 
-    def _retrieval_request(self, query: Any, *, owner: Any, scopes: Any = None, **arguments: Any) -> RetrievalRequest:
-        """What ``retrieve`` validates, without running it (``run_holdout`` checks every request first)."""
+    def _retrieval_request(self, query: Any, *, owner: Any, **arguments: Any) -> RetrievalRequest:
+        """What ``retrieve`` validates, without running it (``run_holdout`` checks every request
+        first). ``arguments``: fields of ``RetrieveArguments``."""
         return build_request(
             owner,
             query,
-            scopes=scopes,
+            arguments,
             default_scopes=self.settings.scopes,
             default_scoring=self.settings.scoring,
             default_packing=self.settings.packing,
-            **arguments,
         )
 
     def get_receipt(self, request_id: Any, owner: str, *, with_pool: bool = False) -> RetrievalReceipt | None:
@@ -395,26 +378,21 @@ class MemoryClient:
         """Evaluate paired trials whose receipts are read from this store (owner-checked). The
         evaluation is a recorded look at the scope set's holdout against ``baseline_profile_id``
         (the profile whose multipliers the baseline arm used; None: base scoring)."""
-        owner = check_owner(owner)
-        parsed = parse_trials(trials)
-        receipts = get_receipts(
-            self.store, owner, [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
-        )
-        return looks.evaluate_as_look(
-            self.store,
-            receipts,
-            parsed,
-            owner=owner,
+        arguments: dict[str, Any] = dict(
+            owner=check_owner(owner),
             scopes=self.memory.check_scopes(scopes),
             proposal_input_checksum=proposal_input_checksum,
             memory_artifact_sha256=memory_artifact_sha256,
             candidate_multipliers=candidate_multipliers,
             baseline_multipliers=baseline_multipliers,
             config=config,
-            baseline_profile_id=None
-            if baseline_profile_id is None
-            else parse_uuid(baseline_profile_id, "baseline_profile_id"),
         )
+        check_evaluation_arguments(**arguments)  # every argument before any receipt is read
+        baseline_id = None if baseline_profile_id is None else parse_uuid(baseline_profile_id, "baseline_profile_id")
+        parsed = parse_trials(trials)
+        ids = [r for t in parsed for r in (t.baseline_request_id, t.candidate_request_id)]
+        receipts = get_receipts(self.store, arguments["owner"], ids)
+        return looks.evaluate_as_look(self.store, receipts, parsed, baseline_profile_id=baseline_id, **arguments)
 
     def evaluate_holdout(
         self,

@@ -284,16 +284,15 @@ def evaluate_full_retrieval(
     (``learning.looks.record_look``; default the configuration's, else 1): it sets the level the
     confirming test may spend. A profile needs the store's record of that look.
     """
-    owner = check_owner(owner)
-    scope_set = check_scope_set(scopes)
-    check_sha256(proposal_input_checksum, "proposal_input_checksum")
-    check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
-    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved(look=look)
-    candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
-    baseline = (
-        UNITY
-        if baseline_multipliers is None
-        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    owner, scope_set, cfg, candidate, baseline = check_evaluation_arguments(
+        owner=owner,
+        scopes=scopes,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+        candidate_multipliers=candidate_multipliers,
+        baseline_multipliers=baseline_multipliers,
+        config=config,
+        look=look,
     )
     parsed = sorted(parse_trials(trials), key=_trial_key)
     supplied = index_receipts(receipts)
@@ -363,6 +362,33 @@ def evaluate_full_retrieval(
     )
     fields["input_checksum"] = _input_checksum(FullRetrievalEvaluation.model_construct(**fields))
     return FullRetrievalEvaluation(**fields)
+
+
+def check_evaluation_arguments(
+    *,
+    owner: Any,
+    scopes: Any,
+    proposal_input_checksum: Any,
+    memory_artifact_sha256: Any,
+    candidate_multipliers: Any,
+    baseline_multipliers: Any = None,
+    config: Any = None,
+    look: int | None = None,
+) -> tuple[str, tuple[str, ...], FullRetrievalEvaluationConfig, RankingMultipliers, RankingMultipliers]:
+    """Every argument of ``evaluate_full_retrieval`` but the receipts and trials, validated
+    (``InvalidInput`` names the field): callers check them before reading any receipt."""
+    owner = check_owner(owner)
+    scope_set = check_scope_set(scopes)
+    check_sha256(proposal_input_checksum, "proposal_input_checksum")
+    check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
+    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved(look=look)
+    candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
+    baseline = (
+        UNITY
+        if baseline_multipliers is None
+        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    )
+    return owner, scope_set, cfg, candidate, baseline
 
 
 def parse_trials(trials: Any) -> list[FullRetrievalTrial]:

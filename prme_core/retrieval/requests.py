@@ -9,15 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+    create_model,
+    model_validator,
+)
 
 from prme_core.errors import InvalidInput, UnsupportedOperation
 from prme_core.memory.models import ScopeName
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.retrieval.config import Fidelity, PackingConfig, ScoringWeights
+from prme_core.retrieval.config import MAX_TOKEN_BUDGET, Fidelity, PackingConfig, ScoringWeights
 from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.types import (
@@ -78,6 +88,70 @@ class RetrievalRequest(FrozenModel):
         ):
             raise ValueError("ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'")
         return self
+
+
+@cache
+def overrides_of(model: type[BaseModel]) -> type[BaseModel]:
+    """A model of optional overrides of ``model``'s fields (same types and bounds, every field
+    optional): what a request may change of an engine default (``scoring``, ``packing``)."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        fields[name] = (annotation | None, Field(default=None, description=info.description))
+    return create_model(
+        f"{model.__name__}Overrides",
+        __base__=FrozenModel,
+        __doc__=f"Fields of {model.__name__} to change for this request; the engine's defaults fill the rest.",
+        **fields,
+    )
+
+
+ScoringOverrides = overrides_of(ScoringWeights)
+PackingOverrides = overrides_of(PackingConfig)
+
+
+class RetrieveArguments(FrozenModel):
+    """Every argument of a retrieval but the query and the owner, declared once: the Python
+    client (``MemoryClient.retrieve``), the HTTP route and the MCP tools all take these."""
+
+    scopes: Annotated[tuple[ScopeName, ...], Field(min_length=1, max_length=64), Normalized] | None = Field(
+        default=None, description="Scopes to search (an exact set); default every scope the caller may read."
+    )
+    reference_time: UtcDatetime | None = Field(
+        default=None, description="The time the question is asked at (timezone-aware); default now."
+    )
+    limit: StrictInt = Field(default=20, ge=1, le=MAX_RESULT_LIMIT, description="How many memories to return.")
+    min_score: StrictFloat = Field(default=0.0, ge=0.0, le=10.0, description="Drop memories scoring below this.")
+    token_budget: StrictInt | None = Field(
+        default=None, ge=16, le=MAX_TOKEN_BUDGET, description="Tokens the packed context may use; default the engine's."
+    )
+    time_from: UtcDatetime | None = Field(default=None, description="Only memories still valid at or after this time.")
+    time_to: WindowEnd = Field(default=None, description="Only memories already valid at or before this time.")
+    event_time_from: UtcDatetime | None = Field(default=None, description="Only events at or after this time.")
+    event_time_to: WindowEnd = Field(default=None, description="Only events at or before this time.")
+    min_fidelity: Fidelity | None = Field(
+        default=None, description="The least detail a packed memory may keep (full, prose, reference)."
+    )
+    scoring: ScoringOverrides | None = Field(  # type: ignore[valid-type]
+        default=None, description="Scoring weights to change for this request (experts; recorded in the receipt)."
+    )
+    packing: PackingOverrides | None = Field(  # type: ignore[valid-type]
+        default=None, description="Packing settings to change for this request (experts)."
+    )
+    ranking_multipliers: RankingMultipliers | None = Field(
+        default=None, description="Explicit ranking multipliers for this request (override any active profile)."
+    )
+    include_cross_scope: StrictBool = Field(
+        default=False, description="Also search the owner's other scopes (needs a key without a scope limit)."
+    )
+    retrieval_mode: Literal["hybrid", "lexical", "semantic"] = Field(
+        default="hybrid", description="Candidate channels: both, BM25 only, or embeddings only."
+    )
+    epistemic_mode: EpistemicMode = Field(
+        default="all",
+        description="Which memories by epistemic type: all; reliable (no hypothetical, conditional, deprecated or "
+        "unverified ones); observed only.",
+    )
 
 
 @dataclass(frozen=True)
@@ -154,42 +228,36 @@ class ProfileResolution:
 def build_request(
     owner: Any,
     query: Any,
+    arguments: RetrieveArguments | Mapping[str, Any] | None = None,
     *,
-    scopes: Any,
     default_scopes: tuple[str, ...],
     default_scoring: ScoringWeights,
     default_packing: PackingConfig,
-    reference_time: Any = None,
-    limit: Any = 20,
-    min_score: Any = 0.0,
-    token_budget: Any = None,
-    time_from: Any = None,
-    time_to: Any = None,
-    event_time_from: Any = None,
-    event_time_to: Any = None,
-    min_fidelity: Fidelity | None = None,
-    scoring: Any = None,
-    packing: Any = None,
-    ranking_multipliers: Any = None,
-    include_cross_scope: Any = False,
-    retrieval_mode: Any = "hybrid",
-    epistemic_mode: Any = "all",
 ) -> RetrievalRequest:
-    """Validate retrieve() arguments into a request; raise ``InvalidInput`` naming the field."""
+    """Validate a retrieval's arguments into a request; raise ``InvalidInput`` naming the field.
+
+    ``arguments`` is a ``RetrieveArguments`` or a mapping of its fields (``scoring`` and
+    ``packing`` may also be whole ``ScoringWeights``/``PackingConfig`` models)."""
     owner = check_owner(owner)
-    scopes = check_scope_set(default_scopes if scopes is None else scopes, allowed=default_scopes)
-    scoring_model = _merged(ScoringWeights, default_scoring, scoring, "scoring")
+    raw = dict(arguments) if isinstance(arguments, Mapping) else ({} if arguments is None else None)
+    whole = {}
+    if raw is not None:
+        for name, model in (("scoring", ScoringWeights), ("packing", PackingConfig)):
+            if isinstance(raw.get(name), model):
+                whole[name] = raw.pop(name)
+    args = arguments if raw is None else parse_model(RetrieveArguments, raw, "")
+    assert isinstance(args, RetrieveArguments)
+    scopes = check_scope_set(default_scopes if args.scopes is None else args.scopes, allowed=default_scopes)
+    scoring_model = _merged(ScoringWeights, default_scoring, whole.get("scoring", args.scoring), "scoring")
     packing_updates: dict[str, Any] = {}
-    if token_budget is not None:
-        packing_updates["token_budget"] = token_budget
-    if min_fidelity is not None:
-        packing_updates["min_fidelity"] = min_fidelity
-    packing_model = _merged(PackingConfig, default_packing, packing, "packing", extra=packing_updates)
-    multipliers = (
-        None
-        if ranking_multipliers is None
-        else parse_model(RankingMultipliers, ranking_multipliers, "ranking_multipliers")
+    if args.token_budget is not None:
+        packing_updates["token_budget"] = args.token_budget
+    if args.min_fidelity is not None:
+        packing_updates["min_fidelity"] = args.min_fidelity
+    packing_model = _merged(
+        PackingConfig, default_packing, whole.get("packing", args.packing), "packing", extra=packing_updates
     )
+    multipliers = args.ranking_multipliers
     if multipliers is not None and scoring_model.fusion == "rrf" and not multipliers.is_unity():
         raise UnsupportedOperation(
             "ranking_multipliers: they adjust the weighted formula and do not apply to fusion='rrf'"
@@ -197,22 +265,14 @@ def build_request(
     return parse_model(
         RetrievalRequest,
         {
+            **args.model_dump(exclude={"scopes", "scoring", "packing", "token_budget", "min_fidelity"}),
             "query": query,
             "owner": owner,
             "scopes": tuple(scopes),
-            "reference_time": utc_now() if reference_time is None else reference_time,
-            "limit": limit,
-            "min_score": min_score,
-            "time_from": time_from,
-            "time_to": time_to,
-            "event_time_from": event_time_from,
-            "event_time_to": event_time_to,
+            "reference_time": utc_now() if args.reference_time is None else args.reference_time,
             "scoring": scoring_model,
             "packing": packing_model,
             "ranking_multipliers": multipliers,
-            "include_cross_scope": include_cross_scope,
-            "retrieval_mode": retrieval_mode,
-            "epistemic_mode": epistemic_mode,
         },
         "",
     )
@@ -223,6 +283,8 @@ def _merged(model: type, default: Any, override: Any, field: str, extra: Mapping
         base = override.model_dump()
     elif override is None:
         base = default.model_dump()
+    elif isinstance(override, BaseModel):  # a validated overrides model: only the fields it sets
+        base = {**default.model_dump(), **override.model_dump(exclude_none=True)}
     elif isinstance(override, Mapping):
         base = {**default.model_dump(), **dict(override)}
     else:
