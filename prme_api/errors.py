@@ -32,6 +32,7 @@ from prme_core.errors import (
     ProfileNotFound,
     ReactivationRefused,
     ReceiptNotFound,
+    RoleForbidden,
     ScopeForbidden,
     SnapshotTooLarge,
     StaleProfileError,
@@ -80,6 +81,7 @@ _NOT_FOUND_KINDS: tuple[tuple[type[NotFound], str], ...] = (
 _STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
     (Unauthenticated, 401, "unauthenticated"),
     (ScopeForbidden, 403, "scope_forbidden"),
+    (RoleForbidden, 403, "role_forbidden"),
     (OwnerMismatch, 403, "owner_mismatch"),
     (NotFound, 404, "not_found"),
     (StaleState, 409, "stale_state"),
@@ -147,6 +149,8 @@ def _details(exc: BaseException, kind: str) -> dict[str, Any]:
         body["field"] = field
     if isinstance(exc, Unauthenticated):
         body["reason"] = exc.reason
+    if isinstance(exc, RoleForbidden):
+        body["role"], body["needed_role"] = exc.role, exc.needed
     if isinstance(exc, StaleState):
         body["type"] = "stale_state" if isinstance(exc.cause, StaleProfileError) else "no_op_transition"
         body["current_state"] = exc.current

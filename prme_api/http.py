@@ -284,6 +284,19 @@ def _routes(service: MemoryService) -> APIRouter:
         request = m.ActivateRequest(profile_id=profile_id, change_id=body.change_id, reactivate=body.reactivate)
         return _ok(await service.activate_ranking_profile(p, request))
 
+    # keys (operator keys only; the keys of the operator key's own owner)
+    @r.post("/keys", tags=["keys"], summary="Make an API key for this owner (the secret is shown once)")
+    async def create_key(body: m.CreateKeyRequest, p: Caller) -> Response:
+        return _ok(await service.create_api_key(p, body))
+
+    @r.get("/keys", tags=["keys"], summary="This owner's API keys (never their secrets)")
+    async def list_keys(p: Caller) -> Response:
+        return _ok(await service.list_api_keys(p, m.NoArguments()))
+
+    @r.delete("/keys/{key_id}", tags=["keys"], summary="Revoke one of this owner's API keys")
+    async def revoke_key(key_id: str, p: Caller) -> Response:
+        return _ok(await service.revoke_api_key(p, m.KeyRef(key_id=key_id)))
+
     return r
 
 

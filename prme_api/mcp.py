@@ -55,7 +55,10 @@ def build_server(service: MemoryService, credential: Credential, *, version: str
     operations = {op.name: op for op in OPERATIONS}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        """The tools the caller's key may call (an agent key never sees an operator's)."""
+        principal = await service.authenticate(credential(ctx))
+        allowed = {op.name for op in OPERATIONS if principal.role == "operator" or op.role == "agent"}
+        return types.ListToolsResult(tools=[t for t in tools if t.name in allowed])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         op = operations.get(params.name)

@@ -14,7 +14,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from prme_core.access.keys import Principal
+from prme_core.access.keys import Principal, Role
 from prme_core.feedback.ablation import ContextAblation
 from prme_core.feedback.citations import AnswerCitationSubmission, CitationMethod
 from prme_core.feedback.relevance import RelevanceMethod, RelevanceSubmission, Surface
@@ -221,6 +221,27 @@ class RollbackRequest(DeactivateRequest):
 
 class NoArguments(Body):
     pass
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+class CreateKeyRequest(Body):
+    """A new key for the operator key's own owner."""
+
+    role: Role = Field(
+        default="agent",
+        description="agent (memories, retrieval, feedback) or operator (also keys, "
+        "holdout queries, learning, profiles).",
+    )
+    scopes: ScopeList | None = Field(
+        default=None, description="Limit the key to these scopes (within the operator key's); default the operator's."
+    )
+    expires_at: UtcDatetime | None = Field(default=None, description="When the key stops working (timezone-aware).")
+
+
+class KeyRef(Body):
+    key_id: Annotated[str, Field(pattern="^[0-9a-f]{24}$", description="The key id (prme_<key id>_…).")]
 
 
 # --- response envelopes (documentation; the operations build plain JSON) ----------------------

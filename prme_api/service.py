@@ -9,6 +9,7 @@ missing or foreign id; pages of records list only those within them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -64,6 +65,28 @@ def retrieval_body(response: RetrievalResponse, *, include_context: bool, includ
     if include_bundle:
         body["bundle"] = _json(response.bundle)
     return body
+
+
+M = TypeVar("M", bound=Callable[..., Awaitable[Any]])
+
+
+def operator(method: M) -> M:
+    """An operation only an operator key may call (what changes ranking or its evidence: keys,
+    holdout queries, learning evaluation, profiles); an agent key gets ``RoleForbidden`` (403)."""
+    what = method.__name__.replace("_", " ")
+
+    @functools.wraps(method)
+    async def guarded(self: Any, principal: Principal, *args: Any, **kwargs: Any) -> Any:
+        principal.require_role("operator", what)
+        return await method(self, principal, *args, **kwargs)
+
+    guarded.role = "operator"  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]
+
+
+def role_of(method: Callable[..., Any]) -> str:
+    """The role an operation needs: ``operator`` for those marked so, else ``agent``."""
+    return getattr(method, "role", "agent")
 
 
 class MemoryService:
@@ -251,6 +274,7 @@ class MemoryService:
 
     # --- learning and holdout ---------------------------------------------------------------
 
+    @operator
     async def evaluate_learning(self, principal: Principal, request: m.EvaluateLearningRequest) -> dict[str, Any]:
         report = await self.engine.evaluate_learning(
             principal.owner,
@@ -262,15 +286,18 @@ class MemoryService:
         )
         return _json(report)
 
+    @operator
     async def register_holdout_queries(self, principal: Principal, request: m.RegisterHoldoutRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         queries = await self.engine.register_holdout_queries(principal.owner, scopes, request.queries)
         return {"items": [_json(q) for q in queries], "next_after": None}
 
+    @operator
     async def list_holdout_queries(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
         queries = await self.engine.list_holdout_queries(principal.owner, self._scopes(principal, request.scopes))
         return {"items": [_json(q) for q in queries], "next_after": None}
 
+    @operator
     async def retire_holdout_queries(self, principal: Principal, request: m.RetireHoldoutRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         retired = await self.engine.retire_holdout_queries(principal.owner, scopes, request.holdout_ids)
@@ -281,6 +308,7 @@ class MemoryService:
             raise OwnerMismatch(f"{field}.owner")
         principal.require(report.scopes, f"{field}.scopes")
 
+    @operator
     async def evaluate_holdout(self, principal: Principal, request: m.EvaluateHoldoutRequest) -> dict[str, Any]:
         self._own_report(principal, request.proposal, "proposal")
         report = await self.engine.evaluate_holdout(request.proposal, config=request.config)
@@ -288,6 +316,7 @@ class MemoryService:
 
     # --- ranking profiles -------------------------------------------------------------------
 
+    @operator
     async def create_ranking_profile(self, principal: Principal, request: m.CreateProfileRequest) -> dict[str, Any]:
         self._own_report(principal, request.proposal, "proposal")
         self._own_report(principal, request.holdout, "holdout")
@@ -307,9 +336,11 @@ class MemoryService:
         self._visible(principal, status.profile.scopes, "ranking profile")
         return status
 
+    @operator
     async def get_ranking_profile(self, principal: Principal, request: m.ProfileRef) -> dict[str, Any]:
         return _json(await self._profile_status(principal, request.profile_id))
 
+    @operator
     async def list_ranking_profiles(self, principal: Principal, request: m.Page) -> dict[str, Any]:
         async def fetch(after: UUID | None, limit: int) -> list[Any]:
             return await self.engine.list_ranking_profiles(principal.owner, after=after, limit=limit)
@@ -322,11 +353,13 @@ class MemoryService:
         )
         return {**page, "items": [_json(p) for p in items]}
 
+    @operator
     async def get_active_ranking_profile(self, principal: Principal, request: m.ScopesQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         profile = await self.engine.get_active_ranking_profile(principal.owner, scopes)
         return {"profile": None if profile is None else _json(profile)}
 
+    @operator
     async def ranking_profile_history(self, principal: Principal, request: m.HistoryQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         states = await self.engine.ranking_profile_history(
@@ -335,6 +368,7 @@ class MemoryService:
         items = [state_body(s) for s in states]
         return {"items": items, "next_before": items[-1]["change_id"] if len(items) == request.limit else None}
 
+    @operator
     async def ranking_profile_at(self, principal: Principal, request: m.AsOfQuery) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         state = await self.engine.ranking_profile_at(principal.owner, scopes, request.at)
@@ -348,6 +382,7 @@ class MemoryService:
             newest = await self.engine.ranking_profile_history(principal.owner, scopes, limit=1)
             raise StaleState(exc, state_body(newest[0]) if newest else None) from exc
 
+    @operator
     async def activate_ranking_profile(self, principal: Principal, request: m.ActivateRequest) -> dict[str, Any]:
         status = await self._profile_status(principal, request.profile_id)
         change = self.engine.activate_ranking_profile(
@@ -362,6 +397,7 @@ class MemoryService:
             else {}
         )
 
+    @operator
     async def deactivate_ranking_profile(self, principal: Principal, request: m.DeactivateRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         change = self.engine.deactivate_ranking_profile(
@@ -369,6 +405,7 @@ class MemoryService:
         )
         return await self._change(principal, scopes, change)
 
+    @operator
     async def rollback_ranking_profile(self, principal: Principal, request: m.RollbackRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         if request.profile_id is not None:
@@ -382,6 +419,37 @@ class MemoryService:
         )
         return await self._change(principal, scopes, change)
 
+    # --- keys ---------------------------------------------------------------------------------
+
+    @operator
+    async def create_api_key(self, principal: Principal, request: m.CreateKeyRequest) -> dict[str, Any]:
+        """A key for the operator's own owner, within the operator key's scopes."""
+        scopes = None if request.scopes is None else self._scopes(principal, request.scopes)
+        if scopes is None and principal.scopes is not None:
+            scopes = list(principal.scopes)
+        created = await self.engine.create_api_key(
+            principal.owner, scopes=scopes, expires_at=request.expires_at, role=request.role
+        )
+        return {"key": _json(created.key), "api_key": created.api_key}
+
+    @operator
+    async def list_api_keys(self, principal: Principal, request: m.NoArguments) -> dict[str, Any]:
+        """The operator's owner's keys (never their secrets), within the operator key's scopes."""
+        statuses = await self.engine.list_api_keys(principal.owner)
+        visible = [
+            k for k in statuses if principal.scopes is None or principal.permits(k.key.scopes or self.configured_scopes)
+        ]
+        return {"items": [_json(k) for k in visible]}
+
+    @operator
+    async def revoke_api_key(self, principal: Principal, request: m.KeyRef) -> dict[str, Any]:
+        """Revoke one of the owner's keys; another owner's key id reads as unknown (404)."""
+        mine = {k.key.key_id: k for k in await self.engine.list_api_keys(principal.owner)}
+        status = mine.get(request.key_id)
+        if status is None or not principal.permits(status.key.scopes or self.configured_scopes):
+            raise ResourceNotFound("API key")
+        return _json(await self.engine.revoke_api_key(request.key_id))
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -391,6 +459,11 @@ class Operation:
     description: str
     model: type[BaseModel]
     method: str
+
+    @property
+    def role(self) -> str:
+        """The role a key needs to call it (the service method's)."""
+        return role_of(getattr(MemoryService, self.method))
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -464,6 +537,14 @@ OPERATIONS: tuple[Operation, ...] = (
         m.EvaluateHoldoutRequest,
         "evaluate_holdout",
     ),
+    Operation(
+        "memory_create_api_key",
+        "Make an API key for this owner (agent or operator role); its secret is shown once.",
+        m.CreateKeyRequest,
+        "create_api_key",
+    ),
+    Operation("memory_list_api_keys", "This owner's API keys (never their secrets).", m.NoArguments, "list_api_keys"),
+    Operation("memory_revoke_api_key", "Revoke one of this owner's API keys.", m.KeyRef, "revoke_api_key"),
     Operation(
         "memory_create_ranking_profile",
         "Persist a profile from a positive proposal and holdout (does not activate).",

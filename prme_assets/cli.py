@@ -351,19 +351,58 @@ def _scope_list(values: list[str] | None) -> list[str] | None:
     return [s.strip() for v in values for s in v.split(",") if s.strip()]
 
 
+CLI_LOCK_TIMEOUT_S = 2
+"""How long a key or MCP command waits for a DuckDB file another process holds (``prme serve``,
+say) before it says so: the server keeps the file as long as it runs."""
+
+
+def _store_url(args: argparse.Namespace) -> str:
+    """The store URL of a key or MCP command: a DuckDB file is waited for only briefly."""
+    from prme_core.storage.url import parse_store_url
+
+    url = args.store or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+    parsed = parse_store_url(url)
+    if parsed.backend == "duckdb" and "lock_timeout" not in parsed.options:
+        url += f"{'&' if '?' in url else '?'}lock_timeout={CLI_LOCK_TIMEOUT_S}"
+    return url
+
+
+def _held(exc: Any, instead: str) -> Any:
+    """A DuckDB file held by another process, said with the holder and what to do instead."""
+    from prme_core.errors import StoreLocked
+
+    holder = exc.holder or "another process"
+    return StoreLocked(
+        f"the DuckDB store is held by {holder} (a server keeps its file while it runs); {instead}, "
+        "or stop the server, or put the store on PostgreSQL, where both run at once",
+        holder=exc.holder,
+    )
+
+
 def _client(args: argparse.Namespace) -> Any:
     from prme_core.engine import MemoryClient
+    from prme_core.errors import StoreLocked
 
-    return MemoryClient(args.store)
+    try:
+        return MemoryClient(_store_url(args))
+    except StoreLocked as exc:
+        raise _held(
+            exc, "manage keys over HTTP with an operator key (POST/GET /v1/keys, DELETE /v1/keys/{key_id})"
+        ) from None
 
 
 def cmd_keys_create(args: argparse.Namespace, stop: Any) -> int:
     with _client(args) as client:
-        created = client.create_api_key(args.owner, scopes=_scope_list(args.scopes), expires_at=_expiry(args.expires))
+        created = client.create_api_key(
+            args.owner, scopes=_scope_list(args.scopes), expires_at=_expiry(args.expires), role=args.role
+        )
     key = created.key
     scopes = ", ".join(key.scopes) if key.scopes else "every configured scope"
     expires = key.expires_at.isoformat() if key.expires_at else "never"
-    print(f"key id:  {key.key_id}\nowner:   {key.owner}\nscopes:  {scopes}\nexpires: {expires}")
+    print(
+        f"key id:  {key.key_id}\nowner:   {key.owner}\nrole:    {key.effective_role}\nscopes:  {scopes}\n"
+        f"expires: {expires}"
+    )
     print("The key is shown only now; the store keeps a salted digest of it. The key:")
     print(created.api_key, flush=True)
     return 0
@@ -375,11 +414,12 @@ def cmd_keys_list(args: argparse.Namespace, stop: Any) -> int:
     with _client(args) as client:
         statuses = client.list_api_keys(args.owner)
     now = utc_now()
-    print(f"{'KEY ID':<26}{'OWNER':<24}{'STATE':<9}{'SCOPES':<28}{'CREATED':<22}EXPIRES")
+    print(f"{'KEY ID':<26}{'OWNER':<24}{'ROLE':<10}{'STATE':<9}{'SCOPES':<28}{'CREATED':<22}EXPIRES")
     for status in statuses:
         key = status.key
         print(
-            f"{key.key_id:<26}{key.owner:<24}{status.state(now):<9}{','.join(key.scopes or ('*',)):<28}"
+            f"{key.key_id:<26}{key.owner:<24}{key.effective_role:<10}{status.state(now):<9}"
+            f"{','.join(key.scopes or ('*',)):<28}"
             f"{key.created_at.strftime('%Y-%m-%dT%H:%M:%SZ'):<22}"
             f"{key.expires_at.strftime('%Y-%m-%dT%H:%M:%SZ') if key.expires_at else '-'}"
         )
@@ -407,8 +447,14 @@ def cmd_mcp(args: argparse.Namespace, stop: Any) -> int:
     if not api_key:
         raise Unauthenticated(f"{API_KEY_ENV} is not set; prme mcp serves the owner of that API key", reason="missing")
     from prme_api.run import serve_mcp_stdio
+    from prme_core.errors import StoreLocked
 
-    serve_mcp_stdio(args.store, api_key)
+    try:
+        serve_mcp_stdio(_store_url(args), api_key)
+    except StoreLocked as exc:
+        raise _held(
+            exc, "connect the MCP client to the server's streamable HTTP endpoint (http://HOST:PORT/mcp)"
+        ) from None
     return 0
 
 
@@ -422,6 +468,12 @@ def _add_api_commands(sub: Any, raw: Any) -> None:
         "--scopes", nargs="+", metavar="SCOPE", help="limit the key to these scopes (default: every configured one)"
     )
     create.add_argument("--expires", metavar="WHEN", help="an ISO 8601 time with timezone, or a duration: 90d, 12h")
+    create.add_argument(
+        "--role",
+        choices=("agent", "operator"),
+        default="agent",
+        help="agent (default): memories, retrieval, feedback; operator: also keys, holdouts, learning, profiles",
+    )
     create.set_defaults(func=cmd_keys_create)
     listing = actions.add_parser("list", help="every key (or one owner's) with its state; never the secret")
     listing.add_argument("--owner", help="only this owner's keys")

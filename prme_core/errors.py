@@ -93,6 +93,15 @@ class StoreUnavailable(PrmeError):
     """The store could not be opened or reached (bad URL, server down, file locked)."""
 
 
+class StoreLocked(StoreUnavailable):
+    """Another process holds the embedded (DuckDB) store file; ``holder`` names it when the
+    operating system says which (a process id and, where readable, its command line)."""
+
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        self.holder = holder
+        super().__init__(message)
+
+
 class StoreDamaged(StoreUnavailable):
     """The store's file (or its write-ahead log) is damaged: truncated, overwritten or failing
     its checksums. Nothing read from it is returned; restore it from a backup."""
@@ -177,6 +186,15 @@ class ScopeForbidden(PrmeError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class RoleForbidden(PrmeError):
+    """The API key's role may not do this (an agent key managing keys, holdouts, learning or
+    profiles); nothing was read or written: use an operator key."""
+
+    def __init__(self, message: str, *, role: str, needed: str) -> None:
+        self.role, self.needed = role, needed
+        super().__init__(message)
 
 
 class ApiKeyNotFound(NotFound):

@@ -19,17 +19,17 @@ import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 from uuid import NAMESPACE_URL, uuid5
 
 from pydantic import StringConstraints, ValidationError, model_validator
 
 from prme_core.canonical import canonical_json
-from prme_core.errors import ApiKeyNotFound, CorruptRecord, InvalidInput, ScopeForbidden, Unauthenticated
+from prme_core.errors import ApiKeyNotFound, CorruptRecord, InvalidInput, RoleForbidden, ScopeForbidden, Unauthenticated
 from prme_core.memory.models import ScopeSet
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
-from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
+from prme_core.types import EvolvingModel, FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
 from prme_core.validation import check_owner, check_scope_set, describe
 
 OP_KEY = "api_key"
@@ -45,8 +45,18 @@ KeyId = Annotated[str, StringConstraints(pattern=f"^[0-9a-f]{{{KEY_ID_HEX}}}$")]
 Salt = Annotated[str, StringConstraints(pattern="^[0-9a-f]{32}$")]
 
 
-class ApiKeyRecord(FrozenModel):
-    """What the store keeps of a key: its id, owner, scope limit, lifetime and salted digest."""
+Role = Literal["agent", "operator"]
+"""What a key may do. ``agent``: store and read memories, retrieve, record feedback and
+citations, ablate contexts, ask who it is. ``operator``: all of that, and manage keys, holdout
+queries, learning evaluations and ranking profiles (what changes ranking or its evidence)."""
+ROLES: tuple[Role, ...] = ("agent", "operator")
+
+
+class ApiKeyRecord(EvolvingModel):
+    """What the store keeps of a key: its id, owner, scope limit, role, lifetime and salted
+    digest. Keys stored before roles existed record none and act as ``agent`` keys."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ("role",)
 
     schema_version: Literal[1] = 1
     key_id: KeyId
@@ -57,6 +67,11 @@ class ApiKeyRecord(FrozenModel):
     expires_at: UtcDatetime | None = None
     salt: Salt
     secret_hmac_sha256: Sha256Hex
+    role: Role | None = None
+
+    @property
+    def effective_role(self) -> Role:
+        return self.role or "agent"
 
     @model_validator(mode="after")
     def _lifetime(self) -> ApiKeyRecord:
@@ -96,12 +111,24 @@ class CreatedApiKey(FrozenModel):
 
 
 class Principal(FrozenModel):
-    """Who an authenticated request acts for: the key's owner, limited to the key's scopes."""
+    """Who an authenticated request acts for: the key's owner, limited to the key's scopes and
+    to what its role may do."""
 
     key_id: KeyId
     owner: Owner
     scopes: ScopeSet | None = None
     expires_at: UtcDatetime | None = None
+    role: Role = "agent"
+
+    def require_role(self, role: Role, what: str) -> None:
+        """Refuse (``RoleForbidden``) an act the key's role may not do."""
+        if role == "operator" and self.role != "operator":
+            raise RoleForbidden(
+                f"{what} needs an operator key; this API key's role is {self.role!r} (an operator creates one: "
+                "prme keys create --role operator, or POST /v1/keys)",
+                role=self.role,
+                needed=role,
+            )
 
     def permits(self, scopes: Sequence[str]) -> bool:
         """Whether every one of ``scopes`` is within the key's limit."""
@@ -143,10 +170,13 @@ def create_api_key(
     scopes: Sequence[str] | None = None,
     expires_at: datetime | None = None,
     allowed_scopes: Sequence[str] | None = None,
+    role: str = "agent",
 ) -> CreatedApiKey:
-    """Make a key for ``owner`` (optionally limited to ``scopes``, which must be among
-    ``allowed_scopes``, and expiring at ``expires_at``); store its salted digest only."""
+    """Make a key with ``role`` for ``owner`` (optionally limited to ``scopes``, which must be
+    among ``allowed_scopes``, and expiring at ``expires_at``); store its salted digest only."""
     owner = check_owner(owner)
+    if role not in ROLES:
+        raise InvalidInput("role", f"must be one of {list(ROLES)}, got {role!r}")
     scope_set = None if scopes is None else check_scope_set(scopes, allowed=allowed_scopes)
     now = utc_now()
     expiry = _parse_expiry(expires_at, now)
@@ -161,6 +191,7 @@ def create_api_key(
         expires_at=expiry,
         salt=salt,
         secret_hmac_sha256=_digest(salt, key_id, secret),
+        role=role,  # type: ignore[arg-type]
     )
     draft = OperationDraft(
         id=_operation_id("api-key", key_id),
@@ -223,7 +254,13 @@ def authenticate(store: Store, api_key: object, *, now: datetime | None = None) 
         raise Unauthenticated(
             f"API key {key_id} expired at {record.expires_at.isoformat()}; create a new one", reason="expired"
         )
-    return Principal(key_id=key_id, owner=record.owner, scopes=record.scopes, expires_at=record.expires_at)
+    return Principal(
+        key_id=key_id,
+        owner=record.owner,
+        scopes=record.scopes,
+        expires_at=record.expires_at,
+        role=record.effective_role,
+    )
 
 
 def _check_key_id(key_id: object) -> str:

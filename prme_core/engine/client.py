@@ -547,12 +547,13 @@ class MemoryClient:
     # --- API keys -----------------------------------------------------------------------
 
     def create_api_key(
-        self, owner: str, *, scopes: Sequence[str] | None = None, expires_at: Any = None
+        self, owner: str, *, scopes: Sequence[str] | None = None, expires_at: Any = None, role: str = "agent"
     ) -> CreatedApiKey:
-        """A new API key for ``owner`` (``api_key`` is shown once; only a salted digest is
-        stored), optionally limited to configured ``scopes`` and expiring at ``expires_at``."""
+        """A new API key for ``owner`` with ``role`` (``agent`` or ``operator``; ``api_key`` is
+        shown once, only a salted digest is stored), optionally limited to configured ``scopes``
+        and expiring at ``expires_at``."""
         return keys.create_api_key(
-            self.store, owner, scopes=scopes, expires_at=expires_at, allowed_scopes=self.settings.scopes
+            self.store, owner, scopes=scopes, expires_at=expires_at, allowed_scopes=self.settings.scopes, role=role
         )
 
     def list_api_keys(self, owner: str | None = None) -> list[ApiKeyStatus]:

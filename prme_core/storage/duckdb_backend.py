@@ -10,16 +10,18 @@ database), and a store refuses to work in a process it was not opened in (after 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from prme_core.errors import DuplicateKey, StoreDamaged, StoreUnavailable
+from prme_core.errors import DuplicateKey, StoreDamaged, StoreLocked, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.url import StoreURL, duckdb_path
 
@@ -303,6 +305,20 @@ def _lock_conflict(exc: duckdb.Error) -> bool:
     return "could not set lock" in text or "conflicting lock" in text
 
 
+def _lock_holder(message: str) -> str | None:
+    """The process DuckDB names as the lock's holder ("… (PID 1234)"), with its command line
+    when this system shows it (``/proc/<pid>/cmdline``)."""
+    match = re.search(r"PID (\d+)", message)
+    if match is None:
+        return None
+    pid = int(match.group(1))
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = ""
+    return f"process {pid}" + (f" ({command})" if command else "")
+
+
 def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + timeout_s
     delay = 0.05
@@ -316,9 +332,11 @@ def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConne
                     raise damaged from exc
                 raise StoreUnavailable(f"cannot open DuckDB file {target!r}: {exc}") from exc
             if time.monotonic() + delay > deadline:
-                raise StoreUnavailable(
-                    f"cannot open DuckDB file {target!r}: {exc}. Another process holds it; "
-                    f"close that process or raise lock_timeout (waited {timeout_s:g}s)"
+                holder = _lock_holder(str(exc))
+                raise StoreLocked(
+                    f"cannot open DuckDB file {target!r}: it is held by {holder or 'another process'}; "
+                    f"close that process or raise lock_timeout (waited {timeout_s:g}s)",
+                    holder=holder,
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -43,6 +43,8 @@ EXPECTED_PATHS = {
     "/v1/profiles/rollback",
     "/v1/profiles/{profile_id}",
     "/v1/profiles/{profile_id}/activate",
+    "/v1/keys",
+    "/v1/keys/{key_id}",
 }
 
 
@@ -62,7 +64,7 @@ def world(api: ApiServer) -> World:
     client = api.client
     build_lab(client)  # alice/personal: memories, judged retrievals, registered holdout queries
     keys = {
-        name: client.create_api_key(owner, scopes=scopes).api_key
+        name: client.create_api_key(owner, scopes=scopes, role="operator").api_key
         for name, owner, scopes in (
             ("alice", "alice", None),
             ("bob", "bob", None),

@@ -66,9 +66,9 @@ def setup(module_store_url: str) -> Setup:
     with MemoryClient(module_store_url) as client:
         build_lab(client)
         keys = {
-            "alice": client.create_api_key("alice").api_key,
-            "bob": client.create_api_key("bob").api_key,
-            "alice_project": client.create_api_key("alice", scopes=["project"]).api_key,
+            "alice": client.create_api_key("alice", role="operator").api_key,
+            "bob": client.create_api_key("bob", role="operator").api_key,
+            "alice_project": client.create_api_key("alice", scopes=["project"], role="operator").api_key,
         }
         alice_node = client.store_memory("alice", "Alice keeps her bicycle repair receipts in a box").id
         bob_node = client.store_memory("bob", "Bob keeps his bicycle repair receipts in a drawer").id

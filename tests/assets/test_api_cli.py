@@ -51,3 +51,61 @@ def test_expires_takes_a_duration(tmp_path, capsys):
         (status,) = client.list_api_keys("alice")
     hours = (status.key.expires_at - status.key.created_at).total_seconds() / 3600
     assert 11.99 < hours <= 12.0
+
+
+def test_keys_create_records_the_role_and_list_shows_it(tmp_path, capsys):
+    url = f"duckdb:///{tmp_path / 'keys.duckdb'}"
+    assert cli.main(["keys", "create", "--owner", "alice", "--role", "operator", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "role:    operator" in out
+    with MemoryClient(url) as client:
+        assert client.authenticate(out.strip().splitlines()[-1]).role == "operator"
+    assert cli.main(["keys", "list", "--store", url]) == 0
+    assert "operator" in capsys.readouterr().out
+
+
+def test_key_commands_on_a_duckdb_file_another_process_holds_fail_fast_naming_it_and_the_route(tmp_path):
+    """A server keeps its DuckDB file while it runs: ``prme keys`` says so within a few seconds,
+    names the holding process and points at the key routes (not the 60 s default wait)."""
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from prme_core.engine import MemoryClient; "
+            f"c = MemoryClient('duckdb:///{path}'); print('ready', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "prme_assets.cli",
+                "keys",
+                "create",
+                "--owner",
+                "alice",
+                "--store",
+                f"duckdb:///{path}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode != 0
+    err = done.stderr.strip()
+    assert f"process {holder.pid}" in err and "POST/GET /v1/keys" in err, err
+    assert elapsed < 20, elapsed  # the lock wait is 2 s; the rest is starting Python
