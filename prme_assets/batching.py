@@ -139,7 +139,7 @@ def learn_partition(
         ("query_split", lambda: split_output(partition, snapshot, learning_policy)),
         (
             "ranking_proposal",
-            lambda: proposal_output(partition, snapshot, evidence["query_split"], learning_policy),
+            lambda: proposal_output(client, partition, snapshot, evidence["query_split"], learning_policy),
         ),
         (
             "full_retrieval_holdout",

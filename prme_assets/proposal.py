@@ -14,10 +14,10 @@ from prme_assets.outcome import refusal
 from prme_assets.partitions import decode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
-from prme_core.learning.offline import evaluate_learning
+from prme_core.engine import MemoryClient
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import FeedbackSnapshot, SnapshotManifest, load_snapshot
-from prme_core.learning.stages import SplitSummary
+from prme_core.learning.stages import SplitSummary, proposal_stage
 from prme_core.learning.verdicts import fit_facts
 
 
@@ -40,17 +40,23 @@ def ranking_proposal(
         return
     with prme_store.client() as client:  # open while the fit reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)
-        output = proposal_output(context.partition_key, snapshot, query_split, learning_policy)
+        output = proposal_output(client, context.partition_key, snapshot, query_split, learning_policy)
     yield output
 
 
 def proposal_output(
-    partition: str, snapshot: FeedbackSnapshot, query_split: SplitSummary, learning_policy: LearningPolicyResource
+    client: MemoryClient,
+    partition: str,
+    snapshot: FeedbackSnapshot,
+    query_split: SplitSummary,
+    learning_policy: LearningPolicyResource,
 ) -> dg.Output[LearningEvaluation]:
     """The fit and its offline evaluation for a partition whose split gates passed, on its loaded
-    snapshot (the asset and the batched learning job share it)."""
+    snapshot, kept as evidence the store produced (the asset and the batched learning job share it)."""
     owner, scopes = decode_target(partition)
-    report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config())
+    report = proposal_stage(
+        client.store, snapshot, owner=owner, scopes=scopes, config=learning_policy.learning_config()
+    )
     interval = report.validation_gain_interval or (None, None)
     return dg.Output(
         report,

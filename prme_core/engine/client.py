@@ -24,6 +24,7 @@ from prme_core.learning.full_retrieval import (
 from prme_core.learning.holdout import HoldoutQuery, HoldoutQuerySpec, HoldoutRun
 from prme_core.learning.offline import evaluate_learning
 from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.reports import record_report
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, FeedbackSnapshot, cut_snapshot
 from prme_core.memory.bank import MemoryBank, MemoryLike, parse_uuid
 from prme_core.memory.models import Edge, EdgeType, MemoryNode, Page
@@ -314,9 +315,11 @@ class MemoryClient:
         cfg = None if config is None else parse_model(LearningConfig, config, "config")
         check_query_groups(query_groups)
         snapshot = cut_snapshot(self.store, owner, max_records=max_records)
-        return evaluate_learning(
+        report = evaluate_learning(
             snapshot, owner=owner, scopes=scope_set, surface=surface, config=cfg, query_groups=query_groups
         )
+        record_report(self.store, report)  # evidence this store produced (a profile needs it)
+        return report
 
     # --- full-retrieval holdout ---------------------------------------------------------
 
@@ -419,7 +422,9 @@ class MemoryClient:
             excluded_query_digests=proposal.query_digests(),
         )
         look = self.holdout_look(run, proposal.input_checksum, baseline_id)
-        return run.evaluate(proposal.input_checksum, cfg, look=look.look)
+        report = run.evaluate(proposal.input_checksum, cfg, look=look.look)
+        record_report(self.store, report)
+        return report
 
     def holdout_look(self, run: holdout.HoldoutRun, proposal_input_checksum: str, baseline_profile_id: Any) -> Any:
         """The store's record of this look at the holdout (its number sets the level the

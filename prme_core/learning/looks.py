@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalTrial, evaluate_full_retrieval
+from prme_core.learning.reports import record_report
 from prme_core.memory.models import ScopeSet
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import RankingMultipliers
@@ -170,4 +171,6 @@ def evaluate_as_look(
     is recorded and the evaluation decides at the level its number may spend."""
     verified = evaluate_full_retrieval(receipts, trials, **arguments)
     look = record_look(store, LookKey.of(verified, baseline_profile_id))
-    return evaluate_full_retrieval(receipts, trials, **arguments, look=look.look)
+    report = evaluate_full_retrieval(receipts, trials, **arguments, look=look.look)
+    record_report(store, report)
+    return report

@@ -18,9 +18,11 @@ from prme_core.errors import HoldoutOverlapsTraining, HoldoutQueryNotFound, Memo
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalEvaluationConfig
 from prme_core.learning.observations import prepare
-from prme_core.learning.offline import baseline_replay_check, coverage_of, pool_replay_check
+from prme_core.learning.offline import baseline_replay_check, coverage_of, evaluate_learning, pool_replay_check
 from prme_core.learning.proposal import LearningCoverage, LearningEvaluation
+from prme_core.learning.reports import record_report
 from prme_core.learning.snapshot import FeedbackSnapshot
+from prme_core.storage.base import Store
 from prme_core.types import EvolvingModel, FrozenModel, Owner, Sha256Hex
 
 
@@ -142,6 +144,7 @@ def holdout_stage(
         return HoldoutOutcome(status="query_overlap", message=str(exc), **common)
     look = client.holdout_look(run, proposal.input_checksum, baseline_id)
     evaluation = run.evaluate(proposal.input_checksum, config, look=look.look)
+    record_report(client.store, evaluation)
     return HoldoutOutcome(
         status="evaluated",
         memory_before=run.memory_artifact_sha256,
@@ -149,6 +152,21 @@ def holdout_stage(
         evaluation=evaluation,
         **common,
     )
+
+
+def proposal_stage(
+    store: Store,
+    snapshot: FeedbackSnapshot,
+    *,
+    owner: str,
+    scopes: Any,
+    config: LearningConfig | None = None,
+    query_groups: dict[str, str] | None = None,
+) -> LearningEvaluation:
+    """The offline proposal of a partition's snapshot, kept as evidence the store produced."""
+    report = evaluate_learning(snapshot, owner=owner, scopes=scopes, config=config, query_groups=query_groups)
+    record_report(store, report)
+    return report
 
 
 def candidate_profile_id(proposal: LearningEvaluation, holdout: FullRetrievalEvaluation) -> UUID:

@@ -36,6 +36,7 @@ from prme_core.errors import (
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.looks import LookKey, get_look
 from prme_core.learning.proposal import LearningEvaluation
+from prme_core.learning.reports import is_recorded
 from prme_core.memory.bank import parse_uuid
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme_core.receipts.projection import scope_key
@@ -92,6 +93,13 @@ def create_profile(
         )
     except ValidationError as exc:
         raise InvalidInput(*describe(exc, "profile")) from None
+    for kind, report in (("proposal", proposal), ("holdout", holdout)):
+        if not is_recorded(store, report):
+            raise InvalidEvidence(
+                f"the {kind} is not a report this store produced (no evidence record holds these bytes): a profile "
+                "is made only from evaluations computed through the store (MemoryClient.evaluate_learning, "
+                "evaluate_holdout, the learning pipeline), as they returned them; an edited report is refused"
+            )
     _check_look(store, owner, holdout, baseline)
     draft = OperationDraft(
         id=record_operation_id("ranking-profile", owner, pid),

@@ -11,6 +11,7 @@ import pytest
 from prme_core.errors import CorruptRecord, InvalidEvidence
 from prme_core.learning.full_retrieval import evaluate_full_retrieval
 from prme_core.learning.looks import OP_LOOK, LookKey, experiment_key, get_look, record_look
+from prme_core.learning.reports import record_report
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import RankingMultipliers
 from tests.learning_lab import HOLDOUT_CONFIG, LAB_OWNER, LAB_SCOPES, LEARNING_CONFIG, build_lab
@@ -107,6 +108,9 @@ def test_a_profile_needs_the_store_s_record_of_its_holdout_look(client):
     # a self-consistent report of the same trials that claims another look than the store recorded
     claimed = _outside(client, proposal, holdout.trials, holdout.memory_artifact_sha256, look=2)
     assert claimed.config.look == 2 and claimed.config.max_p_value == pytest.approx(0.05 / 6)
+    with pytest.raises(InvalidEvidence, match="not a report this store produced"):
+        client.create_ranking_profile(proposal, claimed, owner=LAB_OWNER)
+    record_report(client.store, claimed)  # even kept as evidence by hand, its look is not the store's
     with pytest.raises(InvalidEvidence, match="claims look 2"):
         client.create_ranking_profile(proposal, claimed, owner=LAB_OWNER)
     profile = client.create_ranking_profile(proposal, holdout, owner=LAB_OWNER)
@@ -124,6 +128,9 @@ def test_a_holdout_evaluated_outside_the_store_cannot_make_a_profile(client):
     )
     outside = _outside(client, proposal, run.trials, run.memory_artifact_sha256)
     assert outside.decision == "improved_full_retrieval"
+    with pytest.raises(InvalidEvidence, match="not a report this store produced"):
+        client.create_ranking_profile(proposal, outside, owner=LAB_OWNER)
+    record_report(client.store, outside)  # kept by hand: the holdout's look is still not the store's
     with pytest.raises(InvalidEvidence, match="not recorded in this store"):
         client.create_ranking_profile(proposal, outside, owner=LAB_OWNER)
     assert client.list_ranking_profiles(LAB_OWNER) == []

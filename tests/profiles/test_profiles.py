@@ -23,6 +23,7 @@ from prme_core.errors import (
 )
 from prme_core.learning.full_retrieval import FullRetrievalTrial, evaluate_full_retrieval
 from prme_core.learning.looks import LookKey, record_look
+from prme_core.learning.reports import record_report
 from prme_core.profiles.registry import rebuild_pointer_head
 from prme_core.receipts.projection import scope_key
 from prme_core.retrieval.embedding import HashedEmbedding
@@ -87,8 +88,10 @@ def _forced_holdout(client, proposal, baseline):
 def _create(client, proposal, holdout, **kw):
     """``create_ranking_profile`` in a store other than the one that evaluated the holdout: the
     evidence was computed once per backend (the ``evidence`` fixture), so this store first
-    records the holdout's look as its own evaluation would have."""
+    records the holdout's look and both reports as its own evaluations would have."""
     record_look(client.store, LookKey.of(holdout, kw.get("baseline_profile_id")))
+    for report in (proposal, holdout):  # the reports, as this store would have kept them
+        record_report(client.store, report)
     return client.create_ranking_profile(proposal, holdout, **kw)
 
 
