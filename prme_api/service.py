@@ -283,6 +283,7 @@ class MemoryService:
             config=request.config,
             query_groups=None if request.query_groups is None else {str(k): v for k, v in request.query_groups.items()},
             max_records=request.max_records,
+            scope_set_only=principal.scopes is not None,  # a limited key sees nothing of other scopes
         )
         return _json(report)
 

@@ -305,16 +305,21 @@ class MemoryClient:
         config: LearningConfig | Mapping[str, Any] | None = None,
         query_groups: Mapping[Any, str] | None = None,
         max_records: int = DEFAULT_MAX_RECORDS,
+        scope_set_only: bool = False,
     ) -> LearningEvaluation:
         """Snapshot the owner's feedback and evaluate a multiplier proposal for the exact scope
-        set. Changes nothing: no weight, pointer or profile."""
+        set. Changes nothing: no weight, pointer or profile. ``scope_set_only`` cuts only that
+        scope set's feedback, so the report names nothing of the owner's other scopes (what a
+        scope-limited API key gets)."""
         owner = check_owner(owner)
         scope_set = self.memory.check_scopes(scopes)
         if surface not in ("results", "context"):
             raise InvalidInput("surface", f"must be 'results' or 'context', got {surface!r}")
         cfg = None if config is None else parse_model(LearningConfig, config, "config")
         check_query_groups(query_groups)
-        snapshot = cut_snapshot(self.store, owner, max_records=max_records)
+        snapshot = cut_snapshot(
+            self.store, owner, max_records=max_records, scopes=scope_set if scope_set_only else None
+        )
         report = evaluate_learning(
             snapshot, owner=owner, scopes=scope_set, surface=surface, config=cfg, query_groups=query_groups
         )

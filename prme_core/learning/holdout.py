@@ -238,12 +238,13 @@ def register_holdout_queries(
             )
     wanted = {str(n) for spec in specs for n in spec.relevant_node_ids}
     with store.transaction() as tx:
-        missing = wanted - tx.existing_node_ids(owner, sorted(wanted))
+        missing = wanted - tx.existing_node_ids(owner, sorted(wanted), scope_set)
         if missing:
             index, node = next((i, n) for i, s in enumerate(specs) for n in s.relevant_node_ids if str(n) in missing)
             raise InvalidInput(
                 f"queries[{index}].relevant_node_ids",
-                f"{node} is not a memory of owner {owner!r}; name only existing node ids of this owner",
+                f"{node} is not a memory of owner {owner!r} in scopes {key}; name only existing "
+                "node ids of this owner and scope set (a retrieval over them can return no other)",
             )
         stored = {hid: _append_query(tx, record) for hid, record in unique.items()}
     return [stored[r.holdout_id] for r in records]

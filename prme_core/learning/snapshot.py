@@ -37,13 +37,14 @@ from prme_core.receipts.projection import (
     PackedProjection,
     packed_projection,
 )
+from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.receipts.store import OP_RECEIPT, get_receipts, load_pool_columns
 from prme_core.receipts.versions import PACKED_POOL_SINCE, POOL_SINCE
 from prme_core.storage.base import Store
 from prme_core.storage.keyed_records import record_operation_id
 from prme_core.storage.records import StoredOperation
 from prme_core.types import FrozenModel, Owner, Sha256Hex
-from prme_core.validation import check_owner
+from prme_core.validation import check_owner, check_scope_set
 
 DEFAULT_MAX_RECORDS = 10_000
 MAX_RECORDS_BOUND = 100_000
@@ -268,12 +269,17 @@ def check_max_records(max_records: Any) -> int:
 
 
 @cyclic_gc_paused()
-def cut_snapshot(store: Store, owner: str, *, max_records: int = DEFAULT_MAX_RECORDS) -> FeedbackSnapshot:
-    """Cut the owner's relevance records (one bounded query) and resolve their receipts."""
+def cut_snapshot(
+    store: Store, owner: str, *, max_records: int = DEFAULT_MAX_RECORDS, scopes: Sequence[str] | None = None
+) -> FeedbackSnapshot:
+    """Cut the owner's relevance records (one bounded query) and resolve their receipts. With
+    ``scopes``, only the records of retrievals over exactly that scope set: a caller limited to
+    those scopes learns nothing of the owner's other feedback, not even how much there is."""
     owner = check_owner(owner)
     max_records = check_max_records(max_records)
+    key = None if scopes is None else make_scope_key(check_scope_set(scopes))
     with store.transaction(read_only=True) as tx:
-        ops = tx.operations_in_admission_order(owner, OP_RELEVANCE, max_records + 1)
+        ops = tx.operations_in_admission_order(owner, OP_RELEVANCE, max_records + 1, scope_key=key)
     if len(ops) > max_records:
         raise SnapshotTooLarge(
             f"owner has more than max_records={max_records} relevance records; raise max_records (at most "

@@ -124,13 +124,15 @@ def row_edge(row: Sequence[Any]) -> Edge:
 class NodeRows(SessionBase):
     """Memory node versions and edges, read and written through the owner."""
 
-    def existing_node_ids(self, owner: str, ids: Sequence[UUID | str]) -> set[str]:
+    def existing_node_ids(self, owner: str, ids: Sequence[UUID | str], scopes: Sequence[str] | None = None) -> set[str]:
+        """Which of ``ids`` are the owner's memories (in one of ``scopes``, when given)."""
         found: set[str] = set()
         keys = [str(i) for i in ids]
+        within = "" if scopes is None else f" AND scope IN ({_placeholders(len(scopes))})"
         for chunk in _chunks(keys):
             rows = self.conn.fetchall(
-                f"SELECT id FROM memory_nodes WHERE owner = ? AND id IN ({_placeholders(len(chunk))})",
-                [owner, *chunk],
+                f"SELECT id FROM memory_nodes WHERE owner = ? AND id IN ({_placeholders(len(chunk))}){within}",
+                [owner, *chunk, *(scopes or ())],
             )
             found.update(r[0] for r in rows)
         return found

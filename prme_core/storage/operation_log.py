@@ -178,12 +178,16 @@ class OperationLog(SessionBase):
         params.append(limit)
         return [row_operation(r).verified(owner) for r in self.conn.fetchall(sql, params)]
 
-    def operations_in_admission_order(self, owner: str, op_type: str, limit: int) -> list[StoredOperation]:
-        """Up to ``limit`` of the owner's operations of one type, oldest admission first (the
-        rows are not verified here: callers verify each one they use)."""
+    def operations_in_admission_order(
+        self, owner: str, op_type: str, limit: int, scope_key: str | None = None
+    ) -> list[StoredOperation]:
+        """Up to ``limit`` of the owner's operations of one type (of one exact scope set, when
+        given), oldest admission first (the rows are not verified here: callers verify each one
+        they use)."""
+        within = "" if scope_key is None else " AND scope_key = ?"
         rows = self.conn.fetchall(
-            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ? ORDER BY seq LIMIT ?",
-            [owner, op_type, limit],
+            f"SELECT {_OP_SELECT} FROM operations WHERE owner = ? AND op_type = ?{within} ORDER BY seq LIMIT ?",
+            [owner, op_type, *([] if scope_key is None else [scope_key]), limit],
         )
         return [row_operation(r) for r in rows]
 

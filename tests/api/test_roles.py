@@ -122,3 +122,36 @@ def test_mcp_lists_only_the_tools_a_key_may_call(api, keys):
     assert refused.is_error and refused.structured_content["error"]["status"] == 403
     assert refused.structured_content["error"]["type"] == "role_forbidden"
     assert not allowed.is_error
+
+
+def test_a_scope_limited_operator_learns_nothing_of_the_owners_other_scopes(api):
+    """Learning reports and holdout registration treat another scope's records as absent."""
+    from tests.learning_lab import build_lab
+
+    client = api.client
+    build_lab(client, owner="frank")  # personal-scope memories and feedback
+    client.store_memory("frank", {"content": "The project budget note", "scope": "project"})
+    personal_node = client.scan("frank", scopes=["personal"], limit=1).items[0].id
+    limited = client.create_api_key("frank", scopes=["project"], role="operator").api_key
+    whole = client.create_api_key("frank", role="operator").api_key
+    with api.http(whole) as http:
+        full = http.post("/v1/learning/evaluate", json={"scopes": ["personal"]}).json()
+    assert full["feedback_ids"]  # the personal feedback exists
+    spec = {"query": "where is the budget", "reference_time": "2024-06-01T00:00:00Z"}
+    random_id = uuid.uuid4()
+    with api.http(limited) as http:
+        mine = http.post("/v1/learning/evaluate", json={"scopes": ["project"]}).json()
+        named = http.post(
+            "/v1/holdout/queries",
+            json={"scopes": ["project"], "queries": [{**spec, "relevant_node_ids": [str(personal_node)]}]},
+        )
+        unknown = http.post(
+            "/v1/holdout/queries",
+            json={"scopes": ["project"], "queries": [{**spec, "relevant_node_ids": [str(random_id)]}]},
+        )
+    # the limited key's report names no personal feedback, receipt or even a count of it
+    assert mine["feedback_ids"] == [] and mine["receipt_checksums"] == {} and mine["exclusions"] == {}
+    assert named.status_code == unknown.status_code == 422
+    assert named.json()["error"]["message"].replace(str(personal_node), "ID") == unknown.json()["error"][
+        "message"
+    ].replace(str(random_id), "ID")
