@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme_api import models as m
+from prme_api.agent_tools import JudgeArgs
 from prme_api.errors import error_response, validation_body
 from prme_api.service import MemoryService
 from prme_core.access.keys import Principal
@@ -283,6 +284,14 @@ def _routes(service: MemoryService) -> APIRouter:
     async def activate(profile_id: UUID, body: m.ActivateBody, p: Caller) -> Response:
         request = m.ActivateRequest(profile_id=profile_id, change_id=body.change_id, reactivate=body.reactivate)
         return _ok(await service.activate_ranking_profile(p, request))
+
+    @r.post(
+        "/judgments",
+        tags=["feedback"],
+        summary="An agent's judgment of a retrieval it answered from (used: relevant; shown, unused: not)",
+    )
+    async def judge(body: JudgeArgs, p: Caller) -> Response:
+        return _ok(await service.agent_judge(p, body))
 
     # keys (operator keys only; the keys of the operator key's own owner)
     @r.post("/keys", tags=["keys"], summary="Make an API key for this owner (the secret is shown once)")

@@ -17,9 +17,10 @@ import orjson
 from mcp import types
 from mcp.server.lowlevel import Server
 
+from prme_api.agent_tools import AGENT_TOOLS
 from prme_api.errors import error_response
 from prme_api.service import OPERATIONS, MemoryService
-from prme_core.errors import InvalidInput
+from prme_core.errors import InvalidInput, RoleForbidden
 
 SERVER_NAME = "prme"
 API_KEY_ENV = "PRME_API_KEY"
@@ -42,39 +43,65 @@ def _error(exc: BaseException) -> types.CallToolResult:
 
 
 def tool_definitions() -> list[types.Tool]:
-    """The tools, their descriptions and input schemas (from the operations' request models)."""
-    return [
+    """Every tool: the agent tool set (small schemas, annotations, output schemas), then the
+    operator set (one tool per operation; its input schema is the HTTP request model's)."""
+    return [t.definition() for t in AGENT_TOOLS] + [
         types.Tool(name=op.name, description=op.description, input_schema=op.model.model_json_schema())
         for op in OPERATIONS
     ]
 
 
+AGENT_NAMES = frozenset(t.name for t in AGENT_TOOLS)
+if AGENT_NAMES & {op.name for op in OPERATIONS}:  # pragma: no cover - a naming mistake, caught on import
+    raise RuntimeError("an agent tool and an operation share a name")
+
+
+def visible_tools(role: str) -> frozenset[str]:
+    """The tools a key of ``role`` lists and may call: an agent key the agent set, an operator
+    key both sets."""
+    if role == "operator":
+        return AGENT_NAMES | {op.name for op in OPERATIONS}
+    return AGENT_NAMES
+
+
 def build_server(service: MemoryService, credential: Credential, *, version: str = "") -> Server[Any]:
     """An MCP server whose tools call ``service`` for the principal ``credential`` names."""
     tools = tool_definitions()
+    agent_tools = {t.name: t for t in AGENT_TOOLS}
     operations = {op.name: op for op in OPERATIONS}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         """The tools the caller's key may call (an agent key never sees an operator's)."""
         principal = await service.authenticate(credential(ctx))
-        allowed = {op.name for op in OPERATIONS if principal.role == "operator" or op.role == "agent"}
+        allowed = visible_tools(principal.role)
         return types.ListToolsResult(tools=[t for t in tools if t.name in allowed])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        op = operations.get(params.name)
         try:
-            if op is None:
-                raise InvalidInput("name", f"unknown tool {params.name!r}; tools/list names every tool")
             principal = await service.authenticate(credential(ctx))
-            request = op.model.model_validate(params.arguments or {})
-            return _result(await getattr(service, op.method)(principal, request))
+            if params.name not in visible_tools(principal.role) and params.name in operations:
+                raise RoleForbidden(
+                    f"the tool {params.name} is in the operator set; this API key's role is {principal.role!r} "
+                    "(tools/list shows the tools it may call)",
+                    role=principal.role,
+                    needed="operator",
+                )
+            tool = agent_tools.get(params.name)
+            target = tool if tool is not None else operations.get(params.name)
+            if target is None:
+                raise InvalidInput("name", f"unknown tool {params.name!r}; tools/list names every tool")
+            request = target.model.model_validate(params.arguments or {})
+            return _result(await getattr(service, target.method)(principal, request))
         except Exception as exc:  # every error, validation included, becomes a typed tool error
             return _error(exc)
 
     return Server(
         SERVER_NAME,
         version=version,
-        instructions="PRME memory: store, retrieve with receipts, judge, learn. The owner is the API key's.",
+        instructions=(
+            "PRME memory for this user: memory_search before answering from what the user said earlier, "
+            "memory_judge after answering (the node_ids you used), memory_store for what is worth keeping."
+        ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -420,6 +420,57 @@ class MemoryService:
         )
         return await self._change(principal, scopes, change)
 
+    # --- the agent tool set (prme_api.agent_tools) -----------------------------------------------
+
+    async def agent_search(self, principal: Principal, request: Any) -> dict[str, Any]:
+        scopes = self._scopes(principal, request.scopes)
+        response = await self.engine.retrieve(
+            request.query,
+            owner=principal.owner,
+            scopes=scopes,
+            limit=request.limit,
+            reference_time=request.reference_time,
+        )
+        return {
+            "request_id": str(response.metadata.request_id),
+            "results": [
+                {
+                    "node_id": str(r.node_id),
+                    "content": r.content,
+                    "score": r.score,
+                    "event_time": None if r.event_time is None else utc_isoformat(r.event_time),
+                }
+                for r in response.results
+            ],
+        }
+
+    async def agent_judge(self, principal: Principal, request: Any) -> dict[str, Any]:
+        await self._require_receipt(principal, request.request_id)
+        judged = await self.engine.record_agent_judgment(request.request_id, request.used, owner=principal.owner)
+        return {
+            "feedback_id": str(judged.record.feedback_id),
+            "relevant": judged.relevant,
+            "not_relevant": judged.not_relevant,
+            "usable_for_learning": judged.usable_for_learning,
+            "reason": judged.reason,
+        }
+
+    async def agent_store(self, principal: Principal, request: Any) -> dict[str, Any]:
+        item: dict[str, Any] = {"content": request.content}
+        if request.scope is not None:
+            item["scope"] = request.scope
+        if request.event_time is not None:
+            item["event_time"] = request.event_time
+        memory = MemoryInput.model_validate(item)
+        principal.require([memory.scope], "scope")
+        node = await self.engine.store_memory(principal.owner, memory)
+        return {"node_id": str(node.id), "scope": node.scope}
+
+    async def agent_get(self, principal: Principal, request: Any) -> dict[str, Any]:
+        node = _json(await self.engine.get(principal.owner, request.node_id))
+        self._visible(principal, [node["scope"]], "memory")
+        return {k: node[k] for k in ("content", "scope", "event_time", "created_at")} | {"node_id": node["id"]}
+
     # --- keys ---------------------------------------------------------------------------------
 
     @operator
@@ -468,12 +519,6 @@ class Operation:
 
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        "memory_whoami",
-        "The API key's owner, scope limit and expiry, and the configured scopes.",
-        m.NoArguments,
-        "whoami",
-    ),
     Operation("memory_store", "Store one memory for the key's owner.", MemoryInput, "store_memory"),
     Operation("memory_store_batch", "Store memories atomically (all or none).", m.StoreBatchRequest, "store_batch"),
     Operation("memory_get", "The current version of one memory.", m.NodeRef, "get_memory"),

@@ -8,9 +8,10 @@ from typing import Any
 from prme_core.access import keys
 from prme_core.access.keys import ApiKeyRevocation, ApiKeyStatus, CreatedApiKey, Principal
 from prme_core.errors import InvalidInput
-from prme_core.feedback import ablation, citations, relevance
+from prme_core.feedback import ablation, citations, judgment, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
+from prme_core.feedback.judgment import AgentJudgment
 from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.learning import holdout, looks
 from prme_core.learning.config import LearningConfig
@@ -225,6 +226,12 @@ class MemoryClient:
         return relevance.record_relevance(
             self.store, request_id, labels, owner=owner, surface=surface, method=method, feedback_id=feedback_id
         )
+
+    def record_agent_judgment(self, request_id: Any, used: Sequence[Any], *, owner: str) -> AgentJudgment:
+        """An agent's judgment of a retrieval it answered from: ``used`` (node ids among the
+        returned results) relevant, every other returned result not relevant; says whether
+        learning can use it and why (one per retrieval; a retry returns the first)."""
+        return judgment.record_agent_judgment(self.store, request_id, used, owner=owner)
 
     def get_relevance(self, feedback_id: Any, owner: str) -> RelevanceRecord | None:
         """A relevance record, or None for a missing or foreign feedback id."""

@@ -76,6 +76,7 @@ class MemoryEngine:
     retrieve = _InThread(MemoryClient.retrieve)
     get_receipt = _InThread(MemoryClient.get_receipt)
     record_relevance = _InThread(MemoryClient.record_relevance)
+    record_agent_judgment = _InThread(MemoryClient.record_agent_judgment)
     get_relevance = _InThread(MemoryClient.get_relevance)
     list_relevance = _InThread(MemoryClient.list_relevance)
     record_answer_citations = _InThread(MemoryClient.record_answer_citations)

@@ -26,7 +26,9 @@ from prme_core.validation import check_limit, check_owner, parse_model
 OP_RELEVANCE = "relevance_record"
 MAX_LABELS = 1000
 Surface = Literal["results", "context"]
-RelevanceMethod = Literal["explicit_user", "structured_evaluation"]
+RelevanceMethod = Literal["explicit_user", "structured_evaluation", "agent_judgment"]
+"""How the labels were given: a person's explicit judgment, a structured evaluation, or an agent's
+judgment of results it was shown (used: relevant; shown but unused: not relevant)."""
 
 
 class RelevanceSubmission(FrozenModel):

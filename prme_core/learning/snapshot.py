@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import numpy as np
 
 from prme_core.canonical import canonical_digest, is_sha256_hex, parse_json
 from prme_core.errors import AmbiguousRecord, CorruptRecord, InvalidInput, MissingEvidence, SnapshotTooLarge
-from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
+from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceMethod, RelevanceRecord
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.pool import PoolColumns
@@ -96,10 +96,7 @@ def parse_record_payload(op: StoredOperation, owner: str) -> RecordView:
         bad = "its version, owner or identity"
     elif not (_is_uuid_text(data["feedback_id"]) and _is_uuid_text(data["request_id"])):
         bad = "its ids"
-    elif data["surface"] not in ("results", "context") or data["method"] not in (
-        "explicit_user",
-        "structured_evaluation",
-    ):
+    elif data["surface"] not in ("results", "context") or data["method"] not in RELEVANCE_METHODS:
         bad = "its surface or method"
     elif not (
         isinstance(data["labels"], dict)
@@ -122,6 +119,8 @@ def parse_record_payload(op: StoredOperation, owner: str) -> RecordView:
         data["scope_key"],
     )
 
+
+RELEVANCE_METHODS = frozenset(get_args(RelevanceMethod))
 
 _ID_SEPARATOR = "\x1f"
 _ID_WIDTH = 36  # a canonical UUID string

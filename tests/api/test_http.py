@@ -45,6 +45,7 @@ EXPECTED_PATHS = {
     "/v1/profiles/{profile_id}/activate",
     "/v1/keys",
     "/v1/keys/{key_id}",
+    "/v1/judgments",
 }
 
 

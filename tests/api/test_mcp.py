@@ -23,6 +23,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from prme_api.agent_tools import AGENT_TOOLS
 from prme_api.service import OPERATIONS
 from prme_core.engine import MemoryClient
 from tests.api.conftest import row_counts
@@ -120,9 +121,9 @@ def test_tools_are_the_operations_with_the_http_request_models_as_schemas(setup)
         async with mcp_session(setup.url, setup.keys["alice"]) as tools:
             return (await tools.session.list_tools()).tools
 
-    listed = run(main)
-    assert [t.name for t in listed] == [op.name for op in OPERATIONS]
-    for tool, op in zip(listed, OPERATIONS):
+    listed = run(main)  # an operator key: the agent tool set, then one tool per operation
+    assert [t.name for t in listed] == [t.name for t in AGENT_TOOLS] + [op.name for op in OPERATIONS]
+    for tool, op in zip(listed[len(AGENT_TOOLS) :], OPERATIONS, strict=True):
         assert tool.input_schema == op.model.model_json_schema(), op.name
     retrieve = next(t for t in listed if t.name == "memory_retrieve").input_schema["properties"]
     for argument in (

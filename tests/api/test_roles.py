@@ -10,6 +10,7 @@ import uuid
 import anyio
 import pytest
 
+from prme_api.agent_tools import AGENT_TOOLS
 from prme_api.service import OPERATIONS
 from tests.api.conftest import ApiServer
 
@@ -117,8 +118,8 @@ def _tools(url: str, key: str) -> tuple[set[str], object]:
 def test_mcp_lists_only_the_tools_a_key_may_call(api, keys):
     agent_tools, refused = _tools(api.url, keys["agent"])
     operator_tools, allowed = _tools(api.url, keys["operator"])
-    assert agent_tools == {op.name for op in OPERATIONS if op.role == "agent"}
-    assert operator_tools == {op.name for op in OPERATIONS}
+    assert agent_tools == {t.name for t in AGENT_TOOLS}
+    assert operator_tools == {t.name for t in AGENT_TOOLS} | {op.name for op in OPERATIONS}
     assert refused.is_error and refused.structured_content["error"]["status"] == 403
     assert refused.structured_content["error"]["type"] == "role_forbidden"
     assert not allowed.is_error
