@@ -334,8 +334,9 @@ def _connect_with_backoff(target: str, timeout_s: float) -> duckdb.DuckDBPyConne
             if time.monotonic() + delay > deadline:
                 holder = _lock_holder(str(exc))
                 raise StoreLocked(
-                    f"cannot open DuckDB file {target!r}: it is held by {holder or 'another process'}; "
-                    f"close that process or raise lock_timeout (waited {timeout_s:g}s)",
+                    f"cannot open DuckDB file {target!r}. Another process holds it"
+                    f"{f' ({holder})' if holder else ''}; close that process or raise lock_timeout "
+                    f"(waited {timeout_s:g}s)",
                     holder=holder,
                 ) from exc
             time.sleep(delay)
