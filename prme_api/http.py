@@ -158,6 +158,18 @@ def _routes(service: MemoryService) -> APIRouter:
     async def store_batch(body: m.StoreBatchRequest, p: Caller) -> Response:
         return _ok(await service.store_batch(p, body))
 
+    @r.get("/memories", tags=["memories"], summary="A page of memories (by scope, type, storage time)")
+    async def list_memories(q: Annotated[m.ListMemoriesQuery, Query()], p: Caller) -> Response:
+        return _ok(await service.list_memories(p, q))
+
+    @r.post("/memories/{node_id}/update", tags=["memories"], response_model=MemoryNode, summary="Supersede a memory")
+    async def update_memory(node_id: UUID, body: m.MemoryContent, p: Caller) -> Response:
+        return _ok(await service.update_memory(p, m.UpdateMemoryRequest(node_id=node_id, content=body.content)))
+
+    @r.post("/memories/{node_id}/archive", tags=["memories"], response_model=MemoryNode, summary="Archive a memory")
+    async def archive_memory(node_id: UUID, p: Caller) -> Response:
+        return _ok(await service.archive_memory(p, m.NodeRef(node_id=node_id)))
+
     @r.get("/memories/{node_id}", tags=["memories"], response_model=MemoryNode, summary="One memory")
     async def get_memory(node_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_memory(p, m.NodeRef(node_id=node_id)))

@@ -24,7 +24,7 @@ from prme_core.learning.holdout import MAX_QUERIES_PER_CALL, HoldoutQuerySpec
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, MAX_RECORDS_BOUND
 from prme_core.memory.bank import MAX_BATCH_NODES, MAX_PAGE
-from prme_core.memory.models import MemoryInput, ScopeName
+from prme_core.memory.models import MemoryInput, NodeType, ScopeName
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.requests import QueryText, RetrievalMetadata, RetrieveArguments
 from prme_core.types import FrozenModel, Label, UtcDatetime
@@ -52,6 +52,29 @@ class StoreBatchRequest(Body):
 
 class NodeRef(Body):
     node_id: UUID
+
+
+class ListMemoriesQuery(Query):
+    """A page of the owner's memories, optionally filtered."""
+
+    scopes: ScopeList | None = None
+    node_types: Annotated[list[NodeType], Field(min_length=1, max_length=16)] | None = None
+    created_from: UtcDatetime | None = None
+    created_to: UtcDatetime | None = None
+    include_inactive: bool = False
+    cursor: Annotated[str, Field(max_length=32)] | None = None
+    limit: PageLimit = 100
+
+
+class MemoryContent(Body):
+    content: Annotated[str, Field(min_length=1)] = Field(description="The memory's new content.")
+
+
+class UpdateMemoryRequest(Body):
+    """A new version of a memory: the old one is kept in its history, marked superseded."""
+
+    node_id: UUID
+    content: Annotated[str, Field(min_length=1)] = Field(description="The memory's new content.")
 
 
 # --- retrieval --------------------------------------------------------------------------------

@@ -170,9 +170,37 @@ class MemoryService:
         return {"items": [_json(n) for n in nodes]}
 
     async def get_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
-        node = await self.engine.get(principal.owner, request.node_id)
+        return _json(await self._own_memory(principal, request.node_id))
+
+    async def list_memories(self, principal: Principal, request: m.ListMemoriesQuery) -> dict[str, Any]:
+        """A page of the owner's memories within the key's scopes (filtered by scope, type, time)."""
+        page = await self.engine.scan(
+            principal.owner,
+            scopes=self._scopes(principal, request.scopes),
+            include_inactive=request.include_inactive,
+            cursor=request.cursor,
+            limit=request.limit,
+            node_types=None if request.node_types is None else [t.value for t in request.node_types],
+            created_from=request.created_from,
+            created_to=request.created_to,
+        )
+        return {"items": [_json(n) for n in page.items], "next_cursor": page.next_cursor}
+
+    async def _own_memory(self, principal: Principal, node_id: UUID) -> Any:
+        """The owner's memory within the key's scopes; anything else reads as not found."""
+        node = await self.engine.get(principal.owner, node_id)
         self._visible(principal, [node.scope], "memory")
-        return _json(node)
+        return node
+
+    async def update_memory(self, principal: Principal, request: m.UpdateMemoryRequest) -> dict[str, Any]:
+        """Supersede a memory with new content (the old version stays in its history)."""
+        await self._own_memory(principal, request.node_id)
+        return _json(await self.engine.supersede(principal.owner, request.node_id, request.content))
+
+    async def archive_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
+        """Archive a memory: it stays readable by id and in its history, no longer retrieved."""
+        await self._own_memory(principal, request.node_id)
+        return _json(await self.engine.archive(principal.owner, request.node_id))
 
     # --- retrieval --------------------------------------------------------------------------
 
@@ -522,6 +550,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("memory_store", "Store one memory for the key's owner.", MemoryInput, "store_memory"),
     Operation("memory_store_batch", "Store memories atomically (all or none).", m.StoreBatchRequest, "store_batch"),
     Operation("memory_get", "The current version of one memory.", m.NodeRef, "get_memory"),
+    Operation(
+        "memory_list",
+        "A page of memories, by scope, node type and storage time (cursor-paged).",
+        m.ListMemoriesQuery,
+        "list_memories",
+    ),
+    Operation(
+        "memory_update", "Supersede a memory with new content (history kept).", m.UpdateMemoryRequest, "update_memory"
+    ),
+    Operation("memory_archive", "Archive a memory (kept, no longer retrieved).", m.NodeRef, "archive_memory"),
     Operation(
         "memory_retrieve",
         "Hybrid retrieval with a saved, replayable receipt: timezone-aware reference_time, scopes, validity "

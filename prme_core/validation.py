@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -132,3 +133,12 @@ def check_query_groups(query_groups: Any, field: str = "query_groups") -> dict[s
         check_no_nul(name, f"{field}[{request}]")
         out[request] = name
     return out
+
+
+def check_aware(value: Any, field: str) -> datetime:
+    """A timezone-aware datetime (naive ones and other types are refused, naming the field)."""
+    if not isinstance(value, datetime):
+        raise InvalidInput(field, f"must be a timezone-aware datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(field, "must be timezone-aware (naive datetimes are rejected)")
+    return value

@@ -119,9 +119,21 @@ class MemoryClient:
         include_inactive: bool = False,
         cursor: str | None = None,
         limit: int = 100,
+        node_types: Sequence[str] | None = None,
+        created_from: Any = None,
+        created_to: Any = None,
     ) -> Page:
-        """One bounded page of the owner's nodes."""
-        return self.memory.scan(owner, scopes=scopes, include_inactive=include_inactive, cursor=cursor, limit=limit)
+        """One bounded page of the owner's nodes (filtered by scope, type and storage time)."""
+        return self.memory.scan(
+            owner,
+            scopes=scopes,
+            include_inactive=include_inactive,
+            cursor=cursor,
+            limit=limit,
+            node_types=node_types,
+            created_from=created_from,
+            created_to=created_to,
+        )
 
     def iterate(
         self, owner: str, *, scopes: Sequence[str] | None = None, include_inactive: bool = False, page_size: int = 500

@@ -22,8 +22,16 @@ from prme_core.memory.models import (
     content_sha256,
 )
 from prme_core.storage.base import Store
-from prme_core.types import utc_now
-from prme_core.validation import check_flag, check_limit, check_no_nul, check_owner, check_scope_set, parse_model
+from prme_core.types import to_epoch_us, utc_now
+from prme_core.validation import (
+    check_aware,
+    check_flag,
+    check_limit,
+    check_no_nul,
+    check_owner,
+    check_scope_set,
+    parse_model,
+)
 
 MAX_BATCH_NODES = 50_000
 MAX_PAGE = 1000
@@ -249,16 +257,33 @@ class MemoryBank:
         include_inactive: bool = False,
         cursor: str | None = None,
         limit: int = 100,
+        node_types: Sequence[str] | None = None,
+        created_from: Any = None,
+        created_to: Any = None,
     ) -> Page:
-        """One page (1..1000 nodes) of the owner's current nodes in insertion order."""
+        """One page (1..1000 nodes) of the owner's current nodes in insertion order, optionally
+        only of ``scopes``, ``node_types`` and stored within [``created_from``, ``created_to``]."""
         owner = check_owner(owner)
         limit = check_limit(limit, maximum=MAX_PAGE)
         check_flag(include_inactive, "include_inactive")
         scope_filter = None if scopes is None else self.check_scopes(scopes)
         after = _parse_cursor(cursor)
         lifecycles = None if include_inactive else [lc.value for lc in (Lifecycle.TENTATIVE, Lifecycle.STABLE)]
+        bounds = {
+            name: None if value is None else to_epoch_us(check_aware(value, name))
+            for name, value in (("created_from", created_from), ("created_to", created_to))
+        }
         with self.store.transaction() as tx:
-            rows = tx.scan_nodes(owner, scopes=scope_filter, lifecycles=lifecycles, after_seq=after, limit=limit + 1)
+            rows = tx.scan_nodes(
+                owner,
+                scopes=scope_filter,
+                lifecycles=lifecycles,
+                after_seq=after,
+                limit=limit + 1,
+                node_types=None if node_types is None else list(node_types),
+                created_from_us=bounds["created_from"],
+                created_to_us=bounds["created_to"],
+            )
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = str(rows[-1][0]) if more and rows else None

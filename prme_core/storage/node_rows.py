@@ -218,16 +218,29 @@ class NodeRows(SessionBase):
         return [row_node(r) for r in rows]
 
     def scan_nodes(
-        self, owner: str, *, scopes: Sequence[str] | None, lifecycles: Sequence[str] | None, after_seq: int, limit: int
+        self,
+        owner: str,
+        *,
+        scopes: Sequence[str] | None,
+        lifecycles: Sequence[str] | None,
+        after_seq: int,
+        limit: int,
+        node_types: Sequence[str] | None = None,
+        created_from_us: int | None = None,
+        created_to_us: int | None = None,
     ) -> list[tuple[int, MemoryNode]]:
         sql = f"SELECT seq, {_NODE_SELECT} FROM memory_nodes WHERE owner = ? AND seq > ?"
         params: list[Any] = [owner, after_seq]
-        if scopes is not None:
-            sql += f" AND scope IN ({_placeholders(len(scopes))})"
-            params.extend(scopes)
-        if lifecycles is not None:
-            sql += f" AND lifecycle IN ({_placeholders(len(lifecycles))})"
-            params.extend(lifecycles)
+        for column, values in (("scope", scopes), ("lifecycle", lifecycles), ("node_type", node_types)):
+            if values is not None:
+                sql += f" AND {column} IN ({_placeholders(len(values))})"
+                params.extend(values)
+        if created_from_us is not None:
+            sql += " AND created_us >= ?"
+            params.append(created_from_us)
+        if created_to_us is not None:
+            sql += " AND created_us <= ?"
+            params.append(created_to_us)
         sql += " ORDER BY seq LIMIT ?"
         params.append(limit)
         return [(int(r[0]), row_node(r[1:])) for r in self.conn.fetchall(sql, params)]

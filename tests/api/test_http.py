@@ -23,6 +23,8 @@ EXPECTED_PATHS = {
     "/v1/memories",
     "/v1/memories/batch",
     "/v1/memories/{node_id}",
+    "/v1/memories/{node_id}/update",
+    "/v1/memories/{node_id}/archive",
     "/v1/retrieve",
     "/v1/retrievals/{request_id}",
     "/v1/relevance",
@@ -122,6 +124,49 @@ def test_store_one_and_a_batch_then_read_one_back(world):
         clash = http.post("/v1/memories/batch", json={"items": [{"content": "new"}, {"content": "x", "id": got["id"]}]})
         assert clash.status_code == 409 and clash.json()["error"]["type"] == "idempotency_conflict"
         assert world.api.rows() == before
+
+
+def test_memories_are_listed_filtered_updated_and_archived(world):
+    with world.api.http(world.bob) as http:
+        stored = [
+            http.post("/v1/memories", json={"content": f"Bob fact {i}", "node_type": kind}).json()
+            for i, kind in enumerate(("fact", "preference", "fact"))
+        ]
+        pages, cursor = [], None
+        while True:  # page through everything Bob holds, two at a time
+            page = http.get("/v1/memories", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+            pages.append(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        paged = [n["id"] for items in pages for n in items]
+        assert len(pages) >= 2 and all(len(items) <= 2 for items in pages)
+        assert len(paged) == len(set(paged)) and {n["id"] for n in stored} <= set(paged)
+        assert all(n["owner"] == "bob" for items in pages for n in items)
+        prefs = http.get("/v1/memories", params={"node_types": ["preference"], "limit": 100}).json()["items"]
+        assert stored[1]["id"] in {n["id"] for n in prefs} and {n["node_type"] for n in prefs} == {"preference"}
+        assert not {stored[0]["id"], stored[2]["id"]} & {n["id"] for n in prefs}
+        future = http.get("/v1/memories", params={"created_from": (utc_now() + timedelta(days=1)).isoformat()})
+        assert future.status_code == 200 and future.json()["items"] == []
+        naive = http.get("/v1/memories", params={"created_from": "2026-01-01T00:00:00"})
+        assert naive.status_code == 422 and "created_from" in naive.text
+
+        updated = http.post(f"/v1/memories/{stored[0]['id']}/update", json={"content": "Bob fact zero, revised"})
+        assert updated.status_code == 200, updated.text
+        assert updated.json()["content"] == "Bob fact zero, revised" and updated.json()["id"] != stored[0]["id"]
+        archived = http.post(f"/v1/memories/{stored[2]['id']}/archive", json={})
+        assert archived.status_code == 200 and archived.json()["lifecycle"] == "archived"
+        active = {n["id"] for n in http.get("/v1/memories", params={"limit": 100}).json()["items"]}
+        assert updated.json()["id"] in active and stored[2]["id"] not in active and stored[0]["id"] not in active
+        every = http.get("/v1/memories", params={"limit": 100, "include_inactive": "true"}).json()["items"]
+        assert {stored[0]["id"], stored[2]["id"]} <= {n["id"] for n in every}
+    # a key limited to "project" lists only that scope and cannot touch a personal memory
+    with world.api.http(world.alice_project) as http:
+        listed = http.get("/v1/memories", params={"limit": 100}).json()["items"]
+        assert {n["scope"] for n in listed} == {"project"}
+        before = world.api.rows()
+        refused = http.post(f"/v1/memories/{world.alice_node}/archive", json={})
+        assert refused.status_code == 404 and world.api.rows() == before
 
 
 def test_retrieve_takes_every_argument_and_returns_results_context_and_metadata(world):
@@ -436,6 +481,8 @@ def _probes(ids: dict[str, str], profile_id: str) -> list[tuple[str, str, dict |
     )
     return [
         ("GET", f"/v1/memories/{node}", None),
+        ("POST", f"/v1/memories/{node}/update", {"content": "overwritten"}),
+        ("POST", f"/v1/memories/{node}/archive", {}),
         ("GET", f"/v1/retrievals/{request}", None),
         ("POST", "/v1/relevance", {"request_id": request, "labels": {node: True}}),
         ("GET", f"/v1/relevance/{feedback}", None),
