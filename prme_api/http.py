@@ -33,6 +33,7 @@ from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
 from prme_core.learning.holdout import HoldoutQuery
 from prme_core.learning.proposal import LearningEvaluation
+from prme_core.memory.erasure import DeletionRecord
 from prme_core.memory.models import MemoryInput, MemoryNode
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme_core.receipts.model import RetrievalReceipt
@@ -169,6 +170,14 @@ def _routes(service: MemoryService) -> APIRouter:
     @r.post("/memories/{node_id}/archive", tags=["memories"], response_model=MemoryNode, summary="Archive a memory")
     async def archive_memory(node_id: UUID, p: Caller) -> Response:
         return _ok(await service.archive_memory(p, m.NodeRef(node_id=node_id)))
+
+    @r.delete("/memories/{node_id}", tags=["memories"], response_model=DeletionRecord, summary="Delete a memory")
+    async def delete_memory(node_id: UUID, p: Caller) -> Response:
+        return _ok(await service.delete_memory(p, m.NodeRef(node_id=node_id)))
+
+    @r.post("/owner/forget", tags=["memories"], response_model=DeletionRecord, summary="Forget the key's owner")
+    async def forget_owner(body: m.ForgetOwnerRequest, p: Caller) -> Response:
+        return _ok(await service.forget_owner(p, body))
 
     @r.get("/memories/{node_id}", tags=["memories"], response_model=MemoryNode, summary="One memory")
     async def get_memory(node_id: UUID, p: Caller) -> Response:

@@ -54,6 +54,15 @@ class NodeRef(Body):
     node_id: UUID
 
 
+class ForgetOwnerRequest(Body):
+    """Forget the key's owner: every memory, receipt, feedback and citation record, holdout query,
+    learning report, profile and pointer, and every API key (this one too). Cannot be undone."""
+
+    confirm_owner: str = Field(
+        description="The owner being forgotten, spelled out (must equal the key's owner): a guard against accidents."
+    )
+
+
 class ListMemoriesQuery(Query):
     """A page of the owner's memories, optionally filtered."""
 

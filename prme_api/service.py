@@ -22,7 +22,7 @@ from prme_api.errors import OwnerMismatch, ResourceNotFound, StaleState
 from prme_core.access.keys import Principal
 from prme_core.canonical import utc_isoformat
 from prme_core.engine import MemoryEngine
-from prme_core.errors import NoOpTransition, ScopeForbidden, StaleProfileError
+from prme_core.errors import InvalidInput, NoOpTransition, ScopeForbidden, StaleProfileError
 from prme_core.memory.models import MemoryInput
 from prme_core.profiles.model import RankingProfileState
 from prme_core.retrieval.requests import RetrievalResponse, RetrieveArguments
@@ -201,6 +201,20 @@ class MemoryService:
         """Archive a memory: it stays readable by id and in its history, no longer retrieved."""
         await self._own_memory(principal, request.node_id)
         return _json(await self.engine.archive(principal.owner, request.node_id))
+
+    async def delete_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
+        """Delete a memory (every version, its edges); the deletion record names this key."""
+        await self._own_memory(principal, request.node_id)
+        return _json(await self.engine.delete_memory(request.node_id, owner=principal.owner, actor=principal.key_id))
+
+    @operator
+    async def forget_owner(self, principal: Principal, request: m.ForgetOwnerRequest) -> dict[str, Any]:
+        """Forget the key's owner entirely; needs an operator key over every scope."""
+        if not principal.permits(self.configured_scopes):
+            raise ScopeForbidden("confirm_owner", "forgetting an owner erases every scope; this API key is limited")
+        if request.confirm_owner != principal.owner:
+            raise InvalidInput("confirm_owner", "must spell out this API key's owner exactly")
+        return _json(await self.engine.forget_owner(principal.owner, actor=principal.key_id))
 
     # --- retrieval --------------------------------------------------------------------------
 
@@ -560,6 +574,18 @@ OPERATIONS: tuple[Operation, ...] = (
         "memory_update", "Supersede a memory with new content (history kept).", m.UpdateMemoryRequest, "update_memory"
     ),
     Operation("memory_archive", "Archive a memory (kept, no longer retrieved).", m.NodeRef, "archive_memory"),
+    Operation(
+        "memory_delete",
+        "Delete a memory for good (every version and edge); receipts keep only its id and content hash.",
+        m.NodeRef,
+        "delete_memory",
+    ),
+    Operation(
+        "owner_forget",
+        "Forget this key's owner entirely (memories, receipts, feedback, profiles, keys); cannot be undone.",
+        m.ForgetOwnerRequest,
+        "forget_owner",
+    ),
     Operation(
         "memory_retrieve",
         "Hybrid retrieval with a saved, replayable receipt: timezone-aware reference_time, scopes, validity "

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from prme_core.access import keys
-from prme_core.access.keys import ApiKeyRevocation, ApiKeyStatus, CreatedApiKey, Principal
+from prme_core.engine.administration import Administration
 from prme_core.errors import InvalidInput
 from prme_core.feedback import ablation, citations, judgment, relevance
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
@@ -47,7 +46,7 @@ from prme_core.storage import Store, open_store
 from prme_core.validation import check_limit, check_owner, check_query_groups, check_sha256, parse_model
 
 
-class MemoryClient:
+class MemoryClient(Administration):
     """Synchronous access to one PRME store.
 
     ``MemoryClient()`` opens ``PRME_STORE_URL`` (default: the embedded DuckDB file
@@ -572,27 +571,3 @@ class MemoryClient:
     def ranking_profile_at(self, owner: str, scopes: Sequence[str], at: Any) -> RankingProfileState | None:
         """The pointer change in force at time ``at`` (None: nothing had been activated)."""
         return profiles.served_at(self.store, owner, self.memory.check_scopes(scopes), at)
-
-    # --- API keys -----------------------------------------------------------------------
-
-    def create_api_key(
-        self, owner: str, *, scopes: Sequence[str] | None = None, expires_at: Any = None, role: str = "agent"
-    ) -> CreatedApiKey:
-        """A new API key for ``owner`` with ``role`` (``agent`` or ``operator``; ``api_key`` is
-        shown once, only a salted digest is stored), optionally limited to configured ``scopes``
-        and expiring at ``expires_at``."""
-        return keys.create_api_key(
-            self.store, owner, scopes=scopes, expires_at=expires_at, allowed_scopes=self.settings.scopes, role=role
-        )
-
-    def list_api_keys(self, owner: str | None = None) -> list[ApiKeyStatus]:
-        """Every API key (or ``owner``'s), oldest first, with revocation times; never secrets."""
-        return keys.list_api_keys(self.store, owner)
-
-    def revoke_api_key(self, key_id: str) -> ApiKeyRevocation:
-        """Revoke a key (an appended record; revoking again returns the first revocation)."""
-        return keys.revoke_api_key(self.store, key_id)
-
-    def authenticate(self, api_key: str | None) -> Principal:
-        """The owner and scope limit of a presented key (``Unauthenticated`` otherwise)."""
-        return keys.authenticate(self.store, api_key)

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
 from prme_core.errors import StoreUnavailable
-from prme_core.storage.records import AppliedMigration
+from prme_core.storage.records import AppliedMigration, Vacuumed
 from prme_core.storage.schema import MIGRATIONS, migration_sql
 from prme_core.storage.session import StoreSession
 from prme_core.storage.sql import Connection
@@ -27,6 +27,7 @@ class Store(Protocol):
     def url(self) -> str: ...
     def transaction(self, read_only: bool = False) -> AbstractContextManager[StoreSession]: ...
     def applied_migrations(self) -> list[AppliedMigration]: ...
+    def vacuum(self) -> Vacuumed: ...
     def close(self) -> None: ...
 
 

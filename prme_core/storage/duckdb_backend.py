@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from prme_core.errors import DuplicateKey, StoreDamaged, StoreLocked, StoreUnavailable
 from prme_core.storage.base import SqlStore
+from prme_core.storage.records import Vacuumed
 from prme_core.storage.url import StoreURL, duckdb_path
 
 _UNNEST_INSERT_MAX_ROWS = 2000
@@ -32,6 +33,7 @@ _WRITE_MEMORY_LIMIT = "512MiB"  # DuckDB memory during a large write; past it, d
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 _INHERITED: list[duckdb.DuckDBPyConnection] = []  # forked copies, kept from closing (see close)
+_OPEN_STORES: dict[str, int] = {}  # open stores per file in this process (vacuum needs the only one)
 
 
 def _file_lock(target: str) -> threading.RLock:
@@ -163,9 +165,11 @@ class DuckDBStore(SqlStore):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = _file_lock(url.target)
         self._pid = os.getpid()
-        timeout = float(url.options.get("lock_timeout", "60"))
-        self._raw = _connect_with_backoff(url.target, timeout)
+        self._timeout = float(url.options.get("lock_timeout", "60"))
+        self._raw = _connect_with_backoff(url.target, self._timeout)
         self._conn = _DuckConnection(self._raw, spills=path is not None)
+        with _FILE_LOCKS_GUARD:
+            _OPEN_STORES[url.target] = _OPEN_STORES.get(url.target, 0) + 1
         try:
             super().__init__()
         except BaseException:
@@ -218,8 +222,54 @@ class DuckDBStore(SqlStore):
         with self._lock:
             if self._raw is not None:
                 raw, self._raw = self._raw, None
+                with _FILE_LOCKS_GUARD:
+                    _OPEN_STORES[self._url.target] = max(0, _OPEN_STORES.get(self._url.target, 1) - 1)
                 with _damage_reported(self._url.target):
                     raw.close()
+
+    def vacuum(self) -> Vacuumed:
+        """Rewrite the database file so that deleted rows leave it (its size before and after).
+
+        DuckDB frees a deleted row's blocks at a checkpoint but keeps their bytes in the file
+        until they are reused; a copy of the database into a fresh file holds only live rows. The
+        copy is written beside the file and moved over it in one rename, so a crash leaves either
+        the old file or the new one, whole. Needs this store to be the only one open on the file
+        in this process (they share one database); an in-memory store has nothing to rewrite."""
+        path = duckdb_path(self._url.target)
+        self._check_process()
+        with self._lock:
+            if self._raw is None:
+                raise StoreUnavailable("the store is closed; open a new one")
+            if path is None:
+                return Vacuumed(0, 0)
+            with _FILE_LOCKS_GUARD:
+                others = _OPEN_STORES.get(self._url.target, 0) - 1
+            if others > 0:
+                raise StoreUnavailable(
+                    f"cannot vacuum {str(path)!r}: {others} other store(s) in this process have it open; close them first"
+                )
+            fresh = path.with_name(path.name + ".vacuum")
+            for leftover in (fresh, fresh.with_name(fresh.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+            before = path.stat().st_size
+            raw = self._raw
+            with _damage_reported(self._url.target):
+                raw.execute("CHECKPOINT")
+                database = raw.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+                quoted = str(fresh).replace("'", "''")
+                raw.execute(f"ATTACH '{quoted}' AS prme_vacuum")
+                try:
+                    raw.execute(f'COPY FROM DATABASE "{database}" TO prme_vacuum')
+                finally:
+                    raw.execute("DETACH prme_vacuum")
+                self._raw = None
+                raw.close()
+            try:
+                os.replace(fresh, path)
+            finally:  # reopen the file that is there now (the old one if the rename failed)
+                self._raw = _connect_with_backoff(self._url.target, self._timeout)
+                self._conn = _DuckConnection(self._raw, spills=True)
+            return Vacuumed(before, path.stat().st_size)
 
 
 def _insert_chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:

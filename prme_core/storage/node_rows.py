@@ -283,10 +283,15 @@ class NodeRows(SessionBase):
         COMMITTED re-reads it after the wait): the value grows in commit order, and a writer
         whose commit a read of value v did not see leaves the row above v. Read the revision
         before the rows it describes (a corpus may then hold more than its revision says, never
-        less). No row reads as 0.
+        less). No row reads as 0, or as the revision the owner had when it was forgotten.
         """
         rows = self.conn.fetchall("SELECT revision FROM memory_revisions WHERE owner = ?", [owner])
-        return int(rows[0][0]) if rows else 0
+        if rows:
+            return int(rows[0][0])
+        # No row: an owner never written, or one forgotten (its revision lives on in its deletion
+        # record, so the next write continues above it, never back at a value a cache still holds).
+        floor = self.conn.fetchall("SELECT max(revision_floor) FROM deletions WHERE owner = ?", [owner])
+        return int(floor[0][0] or 0)
 
     def publish_memory_revisions(self) -> None:
         """Bump the revision of every owner this transaction wrote memory for; run last, right
@@ -294,9 +299,10 @@ class NodeRows(SessionBase):
         transaction takes (owners in sorted order: no two writers wait on each other)."""
         for owner in sorted(self._memory_written):
             self.conn.execute(
-                "INSERT INTO memory_revisions (owner, revision) VALUES (?, 1) "
+                "INSERT INTO memory_revisions (owner, revision) "
+                "SELECT ?, coalesce(max(revision_floor), 0) + 1 FROM deletions WHERE owner = ? "
                 "ON CONFLICT (owner) DO UPDATE SET revision = memory_revisions.revision + 1",
-                [owner],
+                [owner, owner],
             )
         self._memory_written.clear()
 

@@ -20,9 +20,12 @@ from psycopg_pool import ConnectionPool
 
 from prme_core.errors import DuplicateKey, StoreUnavailable
 from prme_core.storage.base import SqlStore
+from prme_core.storage.erasure import OWNER_TABLES
+from prme_core.storage.records import Vacuumed
 from prme_core.storage.url import StoreURL
 
 _QMARK = re.compile(r"\?")
+VACUUM_TABLES = (*OWNER_TABLES, "deletions")
 
 
 def _to_pyformat(sql: str) -> str:
@@ -164,6 +167,26 @@ class PostgresStore(SqlStore):
         with self._pool.connection() as raw:
             with raw.transaction():
                 yield _PgConnection(raw)
+
+    def vacuum(self) -> Vacuumed:
+        """VACUUM FULL every PRME table, so that deleted rows leave the table files (each table is
+        rewritten into new files and the old ones removed); the tables' size before and after.
+        Takes each table's exclusive lock while it is rewritten. PostgreSQL's write-ahead log
+        keeps the deleted bytes until the server recycles its segments."""
+        if self._pool is None:
+            raise StoreUnavailable("the store is closed; open a new one")
+        schema = self._url.options.get("prme_schema")
+        options = {"options": f"-c search_path={schema}"} if schema else {}
+        size = (
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c WHERE c.oid = ANY(%s::regclass[])"
+        )
+        with psycopg.connect(self._url.target, autocommit=True, **options) as conn:
+            tables = [t for t in VACUUM_TABLES if conn.execute("SELECT to_regclass(%s)", [t]).fetchone()[0]]  # type: ignore[index]
+            before = int(conn.execute(size, [tables]).fetchone()[0])  # type: ignore[index]
+            for table in tables:
+                conn.execute(f"VACUUM FULL {table}")
+            after = int(conn.execute(size, [tables]).fetchone()[0])  # type: ignore[index]
+        return Vacuumed(before, after)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -75,3 +75,16 @@ class AppliedMigration:
     name: str
     checksum: str
     applied_at: datetime
+
+
+@dataclass(frozen=True)
+class Vacuumed:
+    """What a vacuum did to the store's files: their size before and after, in bytes (a rewrite
+    of a small store can grow it: a fresh file allocates whole blocks)."""
+
+    bytes_before: int
+    bytes_after: int
+
+    @property
+    def reclaimed(self) -> int:
+        return self.bytes_before - self.bytes_after

@@ -223,3 +223,45 @@ def migration_sql(migration: Migration, backend: str) -> str:
 
 def latest_version() -> int:
     return MIGRATIONS[-1].version
+
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        7,
+        "erasure: the deletion records (what was deleted, when and by whom; ids and content hashes, never "
+        "content) and, on PostgreSQL, an append-only guard that an erasure transaction may pass",
+        """
+CREATE SEQUENCE IF NOT EXISTS deletions_seq;
+CREATE TABLE deletions (
+    seq BIGINT NOT NULL DEFAULT nextval('deletions_seq'),
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target_id TEXT,
+    record TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    deleted_us BIGINT NOT NULL,
+    revision_floor BIGINT NOT NULL,
+    PRIMARY KEY (seq)
+);
+CREATE INDEX deletions_by_owner ON deletions (owner, kind);
+""",
+        postgresql_extra="""
+CREATE OR REPLACE FUNCTION prme_refuse_change() RETURNS trigger AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('prme.erasing', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'table % is append-only: rows are never updated or deleted', TG_TABLE_NAME;
+END
+$$ LANGUAGE plpgsql;
+CREATE OR REPLACE FUNCTION prme_refuse_any_change() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'table % is append-only: rows are never updated or deleted', TG_TABLE_NAME;
+END
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER deletions_append_only BEFORE UPDATE OR DELETE ON deletions
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_any_change();
+""",
+    ),
+)

@@ -25,6 +25,7 @@ EXPECTED_PATHS = {
     "/v1/memories/{node_id}",
     "/v1/memories/{node_id}/update",
     "/v1/memories/{node_id}/archive",
+    "/v1/owner/forget",
     "/v1/retrieve",
     "/v1/retrievals/{request_id}",
     "/v1/relevance",
@@ -167,6 +168,46 @@ def test_memories_are_listed_filtered_updated_and_archived(world):
         before = world.api.rows()
         refused = http.post(f"/v1/memories/{world.alice_node}/archive", json={})
         assert refused.status_code == 404 and world.api.rows() == before
+
+
+def test_a_memory_is_deleted_and_an_owner_forgotten_over_http(world):
+    client = world.api.client
+    keys = {
+        name: client.create_api_key("dave", role=role, scopes=scopes).api_key
+        for name, role, scopes in (
+            ("agent", "agent", None),
+            ("operator", "operator", None),
+            ("limited", "operator", ["project"]),
+        )
+    }
+    kept, doomed = (client.store_memory("dave", f"Dave's note {i}") for i in range(2))
+    with world.api.http(keys["agent"]) as http:
+        deleted = http.delete(f"/v1/memories/{doomed.id}")
+        assert deleted.status_code == 200, deleted.text
+        record = deleted.json()
+        assert (record["kind"], record["memory_id"], record["versions"][0]["content_sha256"]) == (
+            "memory",
+            str(doomed.id),
+            doomed.content_hash,
+        )
+        assert "Dave's note" not in deleted.text and record["actor"] != "python"
+        assert http.get(f"/v1/memories/{doomed.id}").status_code == 404
+        assert http.delete(f"/v1/memories/{doomed.id}").status_code == 404  # gone reads as never there
+        refused = http.post("/v1/owner/forget", json={"confirm_owner": "dave"})
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "role_forbidden"
+    before = world.api.rows()
+    with world.api.http(keys["limited"]) as http:
+        assert http.post("/v1/owner/forget", json={"confirm_owner": "dave"}).status_code == 403
+    with world.api.http(keys["operator"]) as http:
+        wrong = http.post("/v1/owner/forget", json={"confirm_owner": "Dave"})
+        assert wrong.status_code == 422 and "confirm_owner" in wrong.text
+        assert world.api.rows() == before
+        forgotten = http.post("/v1/owner/forget", json={"confirm_owner": "dave"})
+        assert forgotten.status_code == 200, forgotten.text
+        assert forgotten.json()["rows"]["memory_nodes"] == 1 and forgotten.json()["kind"] == "owner"
+        assert http.get("/v1/whoami").status_code == 401  # its keys went with it
+    assert client.scan("dave").items == () and kept.owner == "dave"
+    assert [r.kind for r in client.deletion_records("dave")] == ["memory", "owner"]
 
 
 def test_retrieve_takes_every_argument_and_returns_results_context_and_metadata(world):
@@ -483,6 +524,7 @@ def _probes(ids: dict[str, str], profile_id: str) -> list[tuple[str, str, dict |
         ("GET", f"/v1/memories/{node}", None),
         ("POST", f"/v1/memories/{node}/update", {"content": "overwritten"}),
         ("POST", f"/v1/memories/{node}/archive", {}),
+        ("DELETE", f"/v1/memories/{node}", None),
         ("GET", f"/v1/retrievals/{request}", None),
         ("POST", "/v1/relevance", {"request_id": request, "labels": {node: True}}),
         ("GET", f"/v1/relevance/{feedback}", None),

@@ -1,0 +1,108 @@
+"""Erasure in a store session: deleting one memory or every row of an owner, and the deletion
+records that stay behind (ids and content hashes, never content).
+
+The memory and log tables are append-only; on PostgreSQL a trigger refuses every UPDATE and
+DELETE on them. An erasure is the one act that may remove rows: it sets the transaction-local
+``prme.erasing`` flag, which the trigger (migration 7) lets DELETE through, and clears it again
+before it returns, so nothing else in the transaction can delete. The deletion records
+themselves are append-only without exception.
+"""
+
+from __future__ import annotations
+
+from prme_core.canonical import canonical_json, sha256_hex
+from prme_core.storage.sql import SessionBase
+from prme_core.types import to_epoch_us, utc_now
+
+OWNER_TABLES = (
+    "memory_nodes",
+    "memory_node_versions",
+    "memory_edges",
+    "operations",
+    "receipt_projections",
+    "ranking_pointer_heads",
+    "ranking_pointer_changes",
+    "memory_revisions",
+)
+"""Every table with an ``owner`` column except ``deletions``: what forgetting an owner empties."""
+
+DELETION_COLUMNS = ("seq", "owner", "kind", "target_id", "record", "checksum", "actor", "deleted_us")
+
+
+class ErasureRows(SessionBase):
+    """Deleting memories and owners, and reading the deletion records."""
+
+    def _erasing(self, on: bool) -> None:
+        if self.backend == "postgresql":
+            self.conn.execute(f"SET LOCAL prme.erasing = '{'on' if on else 'off'}'")
+
+    def erase_memory(self, owner: str, node_id: str) -> list[tuple[int, str]]:
+        """Delete every version of one memory and every edge touching it; return the (version,
+        content hash) pairs removed, oldest first (empty: the owner has no such memory)."""
+        versions = [
+            (int(v), h)
+            for v, h in self.conn.fetchall(
+                "SELECT version, content_hash FROM memory_node_versions WHERE owner = ? AND id = ? ORDER BY version",
+                [owner, node_id],
+            )
+        ]
+        if not versions:
+            return []
+        self._erasing(True)
+        try:
+            self.conn.execute("DELETE FROM memory_node_versions WHERE owner = ? AND id = ?", [owner, node_id])
+            self.conn.execute("DELETE FROM memory_nodes WHERE owner = ? AND id = ?", [owner, node_id])
+            self.conn.execute(
+                "DELETE FROM memory_edges WHERE owner = ? AND (source_id = ? OR target_id = ?)",
+                [owner, node_id, node_id],
+            )
+        finally:
+            self._erasing(False)
+        self._memory_written.add(owner)
+        return versions
+
+    def erase_owner(self, owner: str) -> dict[str, int]:
+        """Delete every row naming ``owner`` (but its deletion records); return the rows removed per table."""
+        counts = {
+            table: int(self.conn.fetchall(f"SELECT count(*) FROM {table} WHERE owner = ?", [owner])[0][0])
+            for table in OWNER_TABLES
+        }
+        self._erasing(True)
+        try:
+            for table in OWNER_TABLES:
+                if counts[table]:
+                    self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", [owner])
+        finally:
+            self._erasing(False)
+        self._memory_written.discard(owner)  # its revision row is gone; the deletion record keeps the floor
+        return counts
+
+    def insert_deletion(
+        self, owner: str, kind: str, target_id: str | None, record: dict, actor: str, revision_floor: int
+    ) -> tuple[int, str, int]:
+        """Append one deletion record; return its (seq, checksum, deleted_us)."""
+        body = canonical_json(record)
+        checksum = sha256_hex(body)
+        deleted_us = to_epoch_us(utc_now())
+        self.conn.execute(
+            "INSERT INTO deletions (owner, kind, target_id, record, checksum, actor, deleted_us, revision_floor) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [owner, kind, target_id, body.decode("utf-8"), checksum, actor, deleted_us, revision_floor],
+        )
+        seq = self.conn.fetchall(
+            "SELECT max(seq) FROM deletions WHERE owner = ? AND checksum = ? AND deleted_us = ?",
+            [owner, checksum, deleted_us],
+        )[0][0]
+        return int(seq), checksum, deleted_us
+
+    def deletion_rows(self, owner: str) -> list[tuple]:
+        """The owner's deletion records, oldest first (``DELETION_COLUMNS`` order)."""
+        return self.conn.fetchall(
+            f"SELECT {', '.join(DELETION_COLUMNS)} FROM deletions WHERE owner = ? ORDER BY seq", [owner]
+        )
+
+    def revision_floor(self, owner: str) -> int:
+        """The memory revision an owner had when it was last forgotten (0 if never): its revision
+        starts above it again, so a corpus cached before the erasure can never look current."""
+        rows = self.conn.fetchall("SELECT max(revision_floor) FROM deletions WHERE owner = ?", [owner])
+        return int(rows[0][0] or 0) if rows else 0
