@@ -119,10 +119,44 @@ def bearer_credential(ctx: Any) -> str | None:
 
 
 async def serve_stdio(service: MemoryService, api_key: str, *, version: str = "") -> None:
-    """Serve MCP over stdin/stdout for the principal of ``api_key`` until the client closes."""
+    """Serve MCP over stdin/stdout for the principal of ``api_key`` until the client closes.
+
+    A line that is not a JSON-RPC message is answered, as JSON-RPC 2.0 asks, with id null: -32700
+    (parse error) when it is not JSON, -32600 (invalid request) when it is JSON but no message.
+    The SDK's transport hands such a line on as an exception, which its server drops unanswered,
+    so those exceptions are answered here and the next lines are served as usual.
+    """
+    import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
 
     await service.authenticate(api_key)  # refuse to start with a bad key
     server = build_server(service, lambda ctx: api_key, version=version)
+
+    def refusal(exc: Exception) -> SessionMessage:
+        not_json = isinstance(exc, ValidationError) and any(e["type"] == "json_invalid" for e in exc.errors())
+        code, message = (
+            (types.PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC 2.0 message per line")
+            if not_json
+            else (types.INVALID_REQUEST, "Invalid request: the line is JSON but not a JSON-RPC 2.0 message")
+        )
+        return SessionMessage(
+            types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
+        )
+
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        to_server, messages = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def answer_unparseable() -> None:
+            async with to_server, read:
+                async for item in read:
+                    if isinstance(item, Exception):
+                        await write.send(refusal(item))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(answer_unparseable)
+            await server.run(messages, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()

@@ -3,13 +3,15 @@
 ``prme main`` checks every input first (store URL, data file, the Dagster instance's store, the
 store itself), then runs the project's main Dagster job on the embedded default: a DuckDB file
 (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
-``DAGSTER_HOME`` (default ``.dagster_home``, seeded with the repository's ``dagster.yaml`` and
-bound to one store by ``prme_store.json``). No server is started. ``prme locomo-benchmark``
+``DAGSTER_HOME`` (default ``.dagster_home``, bound to one store by ``prme_store.json``). Its
+``dagster.yaml`` is the operator's and is never replaced; a home without one gets the packaged
+default (``prme_assets/defaults/dagster.yaml``). No server is started. ``prme locomo-benchmark``
 runs ``benchmarks.locomo_learning`` from a checkout, ``prme scale-benchmark`` ``benchmarks.scale``.
 
 Errors print one line to stderr (``--debug`` or ``PRME_DEBUG=1`` adds the traceback) and exit 2
-for bad input, 1 when a run or the store failed, 130 on Ctrl-C or SIGTERM. Only argparse and the
-standard library load before a subcommand runs, so ``prme --help`` answers at once.
+for bad input, 1 when a run, the store or the server failed (an unreachable PostgreSQL, a port in
+use), 130 on Ctrl-C or SIGTERM. Only argparse and the standard library load before a subcommand
+runs, so ``prme --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import traceback
 from collections.abc import Callable
@@ -44,7 +47,8 @@ with the learning loop run as Dagster assets."""
 EPILOG = """\
 exit codes:
   0    done (a gate that says "no" is an outcome, shown in the table)
-  1    a learning run or the store failed (the message names the partition)
+  1    a learning run, the store or the server failed (the message names the
+       partition, the store's host:port or the port in use)
   2    bad input (the message names the value and how to fix it)
   130  stopped by Ctrl-C or SIGTERM (the runs in flight are canceled; rerun to continue)
 
@@ -85,6 +89,11 @@ class InstanceServesAnotherStore(Exception):
     """``DAGSTER_HOME`` records another store: mixing two stores' histories would mislead."""
 
 
+class CannotListen(Exception):
+    """``prme serve`` cannot listen where asked: the port is in use, privileged, or the host is not
+    an interface of this machine. Said before the engine opens the store."""
+
+
 def _exit_code(exc: BaseException) -> int:
     from prme_core.errors import (
         ApiKeyNotFound,
@@ -104,7 +113,7 @@ def _one_line(exc: BaseException) -> str:
     from prme_core.errors import PrmeError
 
     text = " ".join(str(exc).split())
-    if isinstance(exc, (PrmeError, InstanceServesAnotherStore)):
+    if isinstance(exc, (PrmeError, InstanceServesAnotherStore, CannotListen)):
         return text or type(exc).__name__
     return f"unexpected {type(exc).__name__}: {text} (rerun with --debug or {DEBUG_ENV}=1 for the traceback)"
 
@@ -165,38 +174,38 @@ def _ignore_sigint() -> Any:
 # --- the Dagster instance and its store ---------------------------------------------------------
 
 
-def _repo_file(name: str) -> Path | None:
-    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):  # the checkout of an editable install
-        if (base / name).is_file():
-            return base / name
-    return None
+DEFAULT_INSTANCE_CONFIG = "defaults/dagster.yaml"
+"""The packaged default ``dagster.yaml`` (in ``prme_assets``): local SQLite storage, PRME's run limits."""
 
 
 def prepare_dagster_home() -> Path:
-    """Use ``DAGSTER_HOME`` or ``./.dagster_home``; seed it with the repository's dagster.yaml."""
+    """Use ``DAGSTER_HOME`` or ``./.dagster_home``. An existing ``dagster.yaml`` there is the
+    operator's and is used as it is; only a home without one gets the packaged default."""
+    from importlib.resources import files
+
     home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
-    source = _repo_file("dagster.yaml")
-    if (
-        source is not None
-        and source.resolve() != target.resolve()
-        and (not target.exists() or target.read_bytes() != source.read_bytes())
-    ):
-        shutil.copyfile(source, target)
+    if not target.exists():
+        target.write_bytes(files("prme_assets").joinpath(DEFAULT_INSTANCE_CONFIG).read_bytes())
     return home
+
+
+def recorded_store(home: Path) -> str | None:
+    """The store identity an instance folder records in its marker (None: it records none)."""
+    marker = home / STORE_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        return json.loads(marker.read_text("utf-8")).get("store")
+    except (ValueError, AttributeError):
+        return "(unreadable marker)"
 
 
 def check_instance_store(home: Path, identity: str, *, reset: bool) -> None:
     """Refuse an instance that served another store (unless ``reset``: then clear its history)."""
-    marker = home / STORE_MARKER
-    recorded = None
-    if marker.is_file():
-        try:
-            recorded = json.loads(marker.read_text("utf-8")).get("store")
-        except (ValueError, AttributeError):
-            recorded = "(unreadable marker)"
+    recorded = recorded_store(home)
     if reset:
         config = home / "dagster.yaml"
         if _storage_in_postgres(config):
@@ -216,6 +225,100 @@ def check_instance_store(home: Path, identity: str, *, reset: bool) -> None:
             f"the Dagster instance {home} holds the runs and partitions of the store {recorded}, not of {identity}; "
             "use another DAGSTER_HOME for this store, or pass --reset to clear this instance's history"
         )
+
+
+PROBE_TIMEOUT_S = 5
+"""How long ``prme main`` waits for a PostgreSQL server's port to accept a TCP connection."""
+
+
+def _postgres_address(dsn: str) -> tuple[str, int] | None:
+    """The one TCP host and port a libpq URL or DSN connects to; None for a Unix socket, several
+    hosts, or a DSN libpq would refuse anyway (the connection itself then says why)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return None
+    host = str(info.get("hostaddr") or info.get("host") or os.environ.get("PGHOST") or "")
+    port = str(info.get("port") or os.environ.get("PGPORT") or "5432")
+    if not host or host.startswith("/") or "," in host or not port.isdigit():
+        return None
+    return host, int(port)
+
+
+def check_postgres_reachable(dsn: str, where: str, fix: str) -> None:
+    """Refuse a PostgreSQL address where nothing accepts a connection, naming host:port.
+
+    ``where`` says whose address it is, ``fix`` what to check. A wrong port must read as what
+    it is, never as an instance that served another store (which ``--reset`` would clear).
+    """
+    from prme_core.errors import StoreUnavailable
+
+    address = _postgres_address(dsn)
+    if address is None:
+        return
+    host, port = address
+    try:
+        socket.create_connection(address, timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise StoreUnavailable(
+            f"the PostgreSQL server is unreachable at {host}:{port} ({where}): {reason}; "
+            f"{fix} and that PostgreSQL runs there and accepts TCP connections"
+        ) from None
+
+
+def _env_value(value: Any) -> Any:
+    """A dagster.yaml value, with ``{env: NAME}`` read from the environment."""
+    if isinstance(value, dict) and set(value) == {"env"}:
+        return os.environ.get(str(value["env"]))
+    return value
+
+
+def instance_postgres_dsn(config: Path) -> str | None:
+    """The libpq DSN of a dagster.yaml's PostgreSQL storage (``postgres_url`` or ``postgres_db``),
+    or None when it keeps its history elsewhere or cannot be read."""
+    if not config.is_file():
+        return None
+    import yaml  # a Dagster dependency
+
+    try:
+        conf = yaml.safe_load(config.read_text("utf-8")) or {}
+    except yaml.YAMLError:
+        return None
+    if not isinstance(conf, dict):
+        return None
+    for key in ("storage", "run_storage", "event_log_storage", "schedule_storage"):
+        section = conf.get(key)
+        if not isinstance(section, dict):
+            continue
+        postgres = section.get("postgres") if key == "storage" else section.get("config")
+        if not isinstance(postgres, dict):
+            continue
+        url = _env_value(postgres.get("postgres_url"))
+        if isinstance(url, str) and url:
+            return url
+        db = postgres.get("postgres_db")
+        if isinstance(db, dict):
+            host, port = _env_value(db.get("hostname")), _env_value(db.get("port"))
+            if host:
+                return f"host={host} port={port or 5432}"
+    return None
+
+
+def _check_servers_reachable(home: Path, parsed: Any, source: str, *, compared: bool) -> None:
+    """The PostgreSQL servers ``prme main`` needs answer: the instance's (if its dagster.yaml keeps
+    its history there), and the store's when the instance's history is about to be compared with it
+    or cleared: a mistyped port must not read as another store. Otherwise opening the store says
+    why it cannot connect, with the database and user."""
+    config = home / "dagster.yaml"
+    instance_dsn = instance_postgres_dsn(config)
+    if instance_dsn is not None:
+        check_postgres_reachable(instance_dsn, f"the Dagster instance's storage in {config}", f"check {config}")
+    if compared and parsed.backend == "postgresql":
+        check_postgres_reachable(parsed.target, f"the store URL from {source}", "check the host and port in it")
 
 
 def _storage_in_postgres(config: Path) -> bool:
@@ -276,6 +379,7 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     select(read_locomo(data), args.conversation or None)  # a malformed file or unknown id names itself
     home = prepare_dagster_home()
     identity = parsed.identity()
+    _check_servers_reachable(home, parsed, source, compared=args.reset or recorded_store(home) not in (None, identity))
     check_instance_store(home, identity, reset=args.reset)
     store = open_store(url)  # reachable, not locked, migrated (a PostgreSQL refusal arrives at once)
     store.close()
@@ -433,9 +537,57 @@ def cmd_keys_revoke(args: argparse.Namespace, stop: Any) -> int:
     return 0
 
 
+MAX_PORT = 65_535
+"""The largest TCP port number; ``--port`` takes 1 to this."""
+
+
+def _port(text: str) -> int:
+    """``--port``: a TCP port number, 1–65535 (0 would listen on a random port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number in 1–{MAX_PORT}, got {text!r}") from None
+    if not 1 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a port number in 1–{MAX_PORT}, got {port}")
+    return port
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Bind ``host:port`` as the server will (every address the host resolves to, address reuse
+    on) and let go at once; refuse with one line naming the port and what to do."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CannotListen(
+            f"--host {host!r} is not an address of this machine ({exc.strerror}); pass another --host"
+        ) from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise CannotListen(_listen_refusal(exc, host, port)) from None
+
+
+def _listen_refusal(exc: OSError, host: str, port: int) -> str:
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is in use (another server listens there); stop that server or pass another --port"
+        )
+    if exc.errno == errno.EACCES:
+        return f"port {port} on {host} needs privileges to listen on (ports below 1024 do); pass another --port"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another --host or --port"
+
+
 def cmd_serve(args: argparse.Namespace, stop: Any) -> int:
     from prme_api.run import serve_http
 
+    check_can_listen(args.host, args.port)  # before the engine opens the store
     serve_http(args.store, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes)
     return 0
 
@@ -487,7 +639,7 @@ def _add_api_commands(sub: Any, raw: Any) -> None:
 
     serve = sub.add_parser("serve", help="serve the HTTP API (/v1, OpenAPI at /docs) and MCP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--port", type=_port, default=8000, help=f"port, 1–{MAX_PORT} (default 8000)")
     serve.add_argument("--store", default=None, metavar="URL", help=store_help)
     serve.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="request body limit, 413 above (default 8 MiB)"

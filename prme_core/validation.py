@@ -16,6 +16,12 @@ from prme_core.types import MAX_LABEL_CHARS, NUL_MESSAGE, Owner, is_scope_name, 
 M = TypeVar("M", bound=BaseModel)
 _OWNER = TypeAdapter(Owner)
 
+MAX_NESTING_DEPTH = 64
+"""How deep caller JSON-like values (memory and edge metadata above all) may nest: objects and
+lists inside one another, the value itself counting as level 1. Everything stored must read back
+over HTTP and MCP, whose JSON encoder stops at 255 levels including the response's own wrapping
+(a node's metadata failed to read at 254), so the bound stays far below that."""
+
 
 def describe(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
     """The (field path, message) of a validation error's first problem, plus a count of the rest."""
@@ -35,15 +41,48 @@ def describe(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
 def parse_model(model: type[M], value: Any, field: str) -> M:
     """Validate ``value`` (a model, mapping or keyword dict) as ``model``; raise ``InvalidInput``."""
     if isinstance(value, model):
+        _check_field_nesting({name: getattr(value, name) for name in type(value).model_fields}, field)
         return value
     if isinstance(value, BaseModel):
         value = value.model_dump()
     if not isinstance(value, Mapping):
         raise InvalidInput(field, f"expected a {model.__name__} or a mapping, got {type(value).__name__}")
+    _check_field_nesting(value, field)
     try:
         return model.model_validate(dict(value))
     except ValidationError as exc:
         raise InvalidInput(*describe(exc, field)) from None
+
+
+def check_nesting(value: Any, field: str, *, maximum: int = MAX_NESTING_DEPTH) -> Any:
+    """Refuse a JSON-like value whose objects and lists nest more than ``maximum`` levels deep.
+
+    The walk keeps an explicit stack, so any depth is answered with ``InvalidInput``, never with a
+    ``RecursionError``; it stops at the first container beyond the bound.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > maximum:
+            raise InvalidInput(
+                field,
+                f"nests objects and lists deeper than the bound of {maximum} levels; "
+                "flatten it, or store the deeper part as a JSON string",
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def _check_field_nesting(values: Mapping[Any, Any], field: str) -> None:
+    """Apply ``check_nesting`` to every field value of a model's input, naming the field."""
+    for key, item in values.items():
+        check_nesting(item, f"{field}.{key}" if field else str(key))
 
 
 def check_owner(owner: Any) -> str:
@@ -95,7 +134,9 @@ def check_flag(value: Any, field: str) -> bool:
 
 def check_no_nul(value: Any, field: str) -> Any:
     """Refuse a NUL character anywhere in caller text bound for storage (keys and strings of
-    JSON-like values included); both backends apply the same rule."""
+    JSON-like values included); both backends apply the same rule. Values nested deeper than
+    ``MAX_NESTING_DEPTH`` are refused first, so the walk for NUL characters stays shallow."""
+    check_nesting(value, field)
     where = nul_location(value)
     if where is not None:
         raise InvalidInput(field, f"{field}{where} {NUL_MESSAGE}" if where else NUL_MESSAGE)
