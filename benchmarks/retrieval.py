@@ -19,17 +19,59 @@ import argparse
 import random
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
 from benchmarks.common import bench_store_url, median, percentile, python_calibration_ms, row, timed
 from prme_assets.demo.data import find_locomo_data
 from prme_core import MemoryClient
 from prme_core.datasets.locomo import LocomoDataNotFound, read_locomo
+from prme_core.receipts import store as receipt_store
 from prme_core.receipts.store import receipt_bytes
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
 NO_POOL = "pool-off"  # the OWNER arm with receipt_pool_depth=0
+RAW_POOL = "pool-raw"  # the OWNER arm with the pool stored as packed, uncompressed (before issue 28)
+
+
+@contextmanager
+def raw_pool_storage() -> Iterator[None]:
+    """Store pools as they were stored before issue 28 (the packed bytes, uncompressed)."""
+    original = receipt_store._stored
+    receipt_store._stored = lambda packed: packed
+    try:
+        yield
+    finally:
+        receipt_store._stored = original
+
+
+def disk_bytes(client: MemoryClient) -> int:
+    """The receipt tables' bytes on disk: the DuckDB file after a checkpoint, or the PostgreSQL
+    operations and receipt-projection tables with their TOAST and indexes."""
+    with client.store.transaction() as tx:
+        if client.store.backend == "duckdb":
+            tx.conn.execute("CHECKPOINT")
+            return int(tx.conn.fetchall("SELECT total_blocks * block_size FROM pragma_database_size()")[0][0])
+        return int(
+            tx.conn.fetchall(
+                "SELECT pg_total_relation_size('operations') + pg_total_relation_size('receipt_projections')"
+            )[0][0]
+        )
+
+
+def bytes_per_retrieval(client: MemoryClient, qs: list[str], limit: int) -> dict[str, float]:
+    """Bytes on disk per retrieval, the pool stored raw (before) and compressed (now): each arm
+    writes the same queries' receipts in turn and the growth of the files is divided by them."""
+    out = {}
+    for arm in (RAW_POOL, OWNER):
+        before = disk_bytes(client)
+        with raw_pool_storage() if arm == RAW_POOL else nullcontext():
+            for q in qs:
+                client.retrieve(q, owner=OWNER, limit=limit)
+        out[arm] = (disk_bytes(client) - before) / len(qs)
+    return out
 
 
 def corpus_and_queries(memories: int, queries: int, seed: int = 11) -> tuple[list[dict], list[str]]:
@@ -93,15 +135,19 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
             assert client.retrieve(q, owner=PROFILE_OWNER, limit=limit).metadata.ranking_profile_status == "applied"
         # Interleaved, alternating which owner goes first: host drift (this VM is noisy) and
         # order effects hit both arms alike, and the per-query difference is paired.
-        latencies, with_profile, receipts, no_pool, no_pool_bytes = [], [], [], [], []
-        arms = (OWNER, PROFILE_OWNER, NO_POOL)
+        latencies, with_profile, receipts, no_pool, no_pool_bytes, raw_pool = [], [], [], [], [], []
+        arms = (OWNER, PROFILE_OWNER, NO_POOL, RAW_POOL)
         for i, q in enumerate(qs):
-            for arm in arms[i % 3 :] + arms[: i % 3]:
+            for arm in arms[i % 4 :] + arms[: i % 4]:
                 owner = PROFILE_OWNER if arm == PROFILE_OWNER else OWNER
                 packing = {"receipt_pool_depth": 0} if arm == NO_POOL else None
-                start = time.perf_counter()
-                response = client.retrieve(q, owner=owner, limit=limit, packing=packing)
-                elapsed_ms = (time.perf_counter() - start) * 1000.0
+                with raw_pool_storage() if arm == RAW_POOL else nullcontext():
+                    start = time.perf_counter()
+                    response = client.retrieve(q, owner=owner, limit=limit, packing=packing)
+                    elapsed_ms = (time.perf_counter() - start) * 1000.0
+                if arm == RAW_POOL:
+                    raw_pool.append(elapsed_ms)
+                    continue
                 assert response.metadata.receipt_persisted
                 if arm == OWNER:
                     latencies.append(elapsed_ms)
@@ -150,6 +196,16 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
         row("stored bytes per retrieval, pool off (mean; receipt JSON + empty pool row)", mean(no_pool_bytes), "B")
         row("stored bytes per retrieval, default (mean; receipt JSON + packed pool)", mean(pooled_bytes), "B")
         row("  of which the packed pool (mean)", mean([len(r.packed_pool()) for r in receipts]), "B")
+        row(
+            "  the pool as stored (mean; byte-transposed features, zlib)",
+            mean([len(receipt_store._stored(r.packed_pool())) for r in receipts]),
+            "B",
+        )
+        row("retrieve p50, pool stored raw as before issue 28 (interleaved)", percentile(raw_pool, 0.5), "ms")
+        row("retrieve p50 now / pool stored raw", percentile(latencies, 0.5) / percentile(raw_pool, 0.5), "x")
+        on_disk = bytes_per_retrieval(client, (qs * (1 + 400 // len(qs)))[:400], limit)  # DuckDB grows by 256 KB
+        row("bytes on disk per retrieval, pool stored raw (before)", on_disk[RAW_POOL], "B")
+        row("bytes on disk per retrieval, pool stored compressed (now)", on_disk[OWNER], "B", "target ≤ 15 KB")
         complete = sum(r.pool.complete for r in receipts)
         depth = receipts[0].pool.depth
         row(
@@ -175,8 +231,9 @@ def mean(values: list[float]) -> float:
 
 
 def stored_bytes(receipt) -> int:  # noqa: ANN001 - a RetrievalReceipt
-    """What one retrieval stores for replay: the receipt's canonical bytes plus its packed pool."""
-    return len(receipt_bytes(receipt)) + len(receipt.packed_pool() or b"")
+    """What one retrieval stores for replay: the receipt's canonical bytes plus its stored pool."""
+    packed = receipt.packed_pool()
+    return len(receipt_bytes(receipt)) + (len(receipt_store._stored(packed)) if packed else 0)
 
 
 def activate_direct_profile(client: MemoryClient, owner: str) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.pool import PoolColumns, PoolSummary, pool_digest
+from prme_core.receipts.pool import PoolColumns, PoolSummary, packed_from_stored, pool_digest, stored_pool
 from prme_core.receipts.projection import packed_projection, scope_key
 from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
@@ -60,8 +60,12 @@ def _projection_row(receipt: RetrievalReceipt, checksum: str) -> tuple:
         packed.adjustments,
         packed.header.get("pool_sha256"),
         packed.header.get("pool_flags"),
-        receipt.packed_pool(),
+        _stored(receipt.packed_pool()),
     )
+
+
+def _stored(packed: bytes | None) -> bytes | None:
+    return None if packed is None else stored_pool(packed)
 
 
 def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | None = None) -> StoredOperation:
@@ -138,8 +142,11 @@ def _verified_pool(row: tuple | None, request_id: str, checksum: str, pool_sha25
     """The packed pool of a stored row, checked against the receipt it must belong to."""
     if row is None:
         raise CorruptRecord(f"receipt {request_id} records a packed pool, but its pool row is missing; restore it")
-    _, receipt_checksum, stored_sha, packed = row
-    packed = bytes(packed)
+    _, receipt_checksum, stored_sha, stored = row
+    try:
+        packed = packed_from_stored(bytes(stored))
+    except ValueError as exc:
+        raise CorruptRecord(f"the packed pool of receipt {request_id} is damaged ({exc}); restore it") from exc
     if receipt_checksum != checksum or stored_sha != pool_sha256 or pool_digest(packed) != pool_sha256:
         raise CorruptRecord(f"the packed pool of receipt {request_id} does not match the receipt; restore it")
     return packed
