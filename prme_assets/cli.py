@@ -483,16 +483,18 @@ def _held(exc: Any, instead: str) -> Any:
     )
 
 
-def _client(args: argparse.Namespace) -> Any:
+KEYS_OVER_HTTP = "manage keys over HTTP with an operator key (POST/GET /v1/keys, DELETE /v1/keys/{key_id})"
+FORGET_OVER_HTTP = "delete over HTTP (DELETE /v1/memories/{id}; POST /v1/owner/forget with an operator key)"
+
+
+def _client(args: argparse.Namespace, instead: str = KEYS_OVER_HTTP) -> Any:
     from prme_core.engine import MemoryClient
     from prme_core.errors import StoreLocked
 
     try:
         return MemoryClient(_store_url(args))
     except StoreLocked as exc:
-        raise _held(
-            exc, "manage keys over HTTP with an operator key (POST/GET /v1/keys, DELETE /v1/keys/{key_id})"
-        ) from None
+        raise _held(exc, instead) from None
 
 
 def cmd_keys_create(args: argparse.Namespace, stop: Any) -> int:
@@ -534,6 +536,41 @@ def cmd_keys_revoke(args: argparse.Namespace, stop: Any) -> int:
     with _client(args) as client:
         revocation = client.revoke_api_key(args.key_id)
     print(f"revoked {revocation.key_id} (owner {revocation.owner}) at {revocation.revoked_at.isoformat()}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, stop: Any) -> int:
+    """Delete one memory (``--memory``) or every row of an owner, then vacuum if asked."""
+    with _client(args, FORGET_OVER_HTTP) as client:
+        if args.memory:
+            record = client.delete_memory(args.memory, owner=args.owner, actor="cli")
+            print(f"deleted memory {record.memory_id} of {record.owner}: {len(record.versions)} version(s)")
+        else:
+            if args.confirm != args.owner:
+                print(
+                    f"prme: forgetting owner {args.owner!r} erases everything it has; repeat it as --confirm {args.owner}",
+                    file=sys.stderr,
+                )
+                return 2
+            record = client.forget_owner(args.owner, actor="cli")
+            removed = ", ".join(f"{table} {n}" for table, n in record.rows.items() if n) or "nothing was stored"
+            print(f"forgot owner {record.owner}: {removed}")
+        print(f"deletion record {record.seq} at {record.deleted_at.isoformat()} (sha256 {record.record_sha256[:12]}…)")
+        if args.vacuum:
+            _print_vacuum(client.vacuum())
+        else:
+            print("the rows are gone; their bytes leave the database files at the next `prme vacuum`")
+    return 0
+
+
+def _print_vacuum(done: Any) -> None:
+    print(f"vacuumed: {done.bytes_before:,} → {done.bytes_after:,} bytes ({done.reclaimed:,} reclaimed)")
+
+
+def cmd_vacuum(args: argparse.Namespace, stop: Any) -> int:
+    """Rewrite the store so that deleted rows leave its files."""
+    with _client(args, "stop the server first: a vacuum rewrites the whole file") as client:
+        _print_vacuum(client.vacuum())
     return 0
 
 
@@ -634,6 +671,20 @@ def _add_api_commands(sub: Any, raw: Any) -> None:
     revoke.add_argument("key_id", help="the key id (prme keys list)")
     revoke.set_defaults(func=cmd_keys_revoke)
     for parser in (create, listing, revoke):
+        parser.add_argument("--store", default=None, metavar="URL", help=store_help)
+        parser.set_defaults(stopped="nothing was changed")
+
+    forget = sub.add_parser("forget", help="delete one memory, or every trace of an owner (a deletion record stays)")
+    forget.add_argument("--owner", required=True, help="the owner whose memory (or everything) is deleted")
+    forget.add_argument("--memory", metavar="ID", help="delete only this memory (every version and its edges)")
+    forget.add_argument("--confirm", metavar="OWNER", help="to forget a whole owner, the owner again (a guard)")
+    forget.add_argument("--vacuum", action="store_true", help="then rewrite the store so the bytes leave its files")
+    forget.set_defaults(func=cmd_forget)
+    vacuum = sub.add_parser(
+        "vacuum", help="rewrite the store so deleted rows leave its files (needs it closed elsewhere)"
+    )
+    vacuum.set_defaults(func=cmd_vacuum)
+    for parser in (forget, vacuum):
         parser.add_argument("--store", default=None, metavar="URL", help=store_help)
         parser.set_defaults(stopped="nothing was changed")
 

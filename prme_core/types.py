@@ -53,21 +53,24 @@ def _reject_nul(value: str) -> str:
 
 def nul_location(value: Any, path: str = "") -> str | None:
     """Where the first NUL character sits in a string or a JSON-like value (its keys and strings):
-    ``path`` extended by ``['key']`` and ``[index]`` steps, or None when there is none."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str) and "\x00" in key:
-                return f"{path} key {key!r}"
-            found = nul_location(item, f"{path}[{key!r}]")
-            if found is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found = nul_location(item, f"{path}[{index}]")
-            if found is not None:
-                return found
+    ``path`` extended by ``['key']`` and ``[index]`` steps, or None when there is none. Walks with
+    an explicit stack (depth-first, in order), so no nesting depth can exhaust Python's stack."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, Mapping):
+            children: list[tuple[Any, str]] = []
+            for key, child in item.items():
+                if isinstance(key, str) and "\x00" in key:  # found after the children before it
+                    children.append(("\x00", f"{where} key {key!r}"))
+                    break
+                children.append((child, f"{where}[{key!r}]"))
+            stack.extend(reversed(children))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, f"{where}[{i}]") for i, child in reversed(list(enumerate(item))))
     return None
 
 

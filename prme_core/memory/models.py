@@ -31,6 +31,7 @@ from prme_core.types import (
     UtcDatetime,
     nul_location,
 )
+from prme_core.validation import check_nesting
 
 MAX_CONTENT_BYTES = 65_536
 MAX_METADATA_BYTES = 16_384
@@ -105,6 +106,7 @@ def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_stored_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    check_nesting(value, "metadata")  # first: the bound, named, before anything walks the value
     where = nul_location(value, "metadata")
     if where is not None:
         raise ValueError(f"{where} {NUL_MESSAGE}")
