@@ -1,16 +1,17 @@
 """One mapping from an error to an HTTP status and a typed JSON body, used by both surfaces.
 
-Bodies read ``{"error": {"type": ..., "message": ..., "field"?: ..., "bound"?: ...}}``. A missing,
-foreign or out-of-scope id gives the same 404 body (the resource kind, never whose it is), so a
-caller cannot tell another owner's ids from ids that do not exist.
+Bodies read ``{"error": {"type": ..., "message": ..., "field"?: ..., "bound"?: ...}}``; ``ErrorBody``
+is their schema, named by every error response the HTTP API documents. A missing, foreign or
+out-of-scope id gives the same 404 body (the resource kind, never whose it is), so a caller
+cannot tell another owner's ids from ids that do not exist.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prme_core.errors import (
     ApiKeyNotFound,
@@ -42,6 +43,80 @@ from prme_core.errors import (
 )
 
 log = logging.getLogger("prme_api")
+
+ErrorType = Literal[
+    "unauthenticated",
+    "scope_forbidden",
+    "role_forbidden",
+    "owner_mismatch",
+    "not_found",
+    "stale_state",
+    "no_op_transition",
+    "idempotency_conflict",
+    "reactivation_refused",
+    "profile_inapplicable",
+    "holdout_overlaps_training",
+    "memory_changed",
+    "missing_evidence",
+    "body_too_large",
+    "invalid_input",
+    "snapshot_too_large",
+    "pair_budget_exceeded",
+    "invalid_evidence",
+    "holdout_invalid",
+    "unsupported",
+    "http_error",
+    "integrity_error",
+    "internal_error",
+    "store_unavailable",
+]
+"""Every ``error.type`` a response can carry (``_STATUS`` below, plus the HTTP layer's own)."""
+
+Scalar = int | float | str | bool
+
+
+class ErrorProblem(BaseModel):
+    """One problem of a refused request (422 ``invalid_input``: every field at fault)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    field: str = Field(description="The field at fault, as a dotted path (`body` for the whole body).")
+    message: str
+    bound: dict[str, Scalar] | None = Field(default=None, description='The limit it broke, e.g. `{"ge": 1}`.')
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: ``type`` and ``message`` always, the other fields where they apply."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: ErrorType = Field(description="What kind of error; stable, for programs to branch on.")
+    message: str = Field(description="For people: names the field, the bound and what to do next.")
+    field: str | None = Field(default=None, description="The request field at fault, as a dotted path.")
+    bound: dict[str, Scalar] | None = Field(default=None, description="The limit a value broke.")
+    problems: list[ErrorProblem] | None = Field(
+        default=None, description="422 `invalid_input` from request validation: every problem, the first one above."
+    )
+    resource: str | None = Field(
+        default=None, description="404: the kind of record not found (never whose it is), e.g. `memory`."
+    )
+    reason: Literal["missing", "malformed", "unknown", "revoked", "expired"] | None = Field(
+        default=None, description="401: why the API key was refused."
+    )
+    role: str | None = Field(default=None, description="403 `role_forbidden`: the key's role.")
+    needed_role: str | None = Field(default=None, description="403 `role_forbidden`: the role the operation needs.")
+    current_state: dict[str, Any] | None = Field(
+        default=None,
+        description="409 `stale_state` / `no_op_transition`: the scope set's current pointer change (null: none yet).",
+    )
+
+
+class ErrorBody(BaseModel):
+    """Every error response: ``{"error": {"type": ..., "message": ..., ...}}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error: ErrorDetail
 
 
 class ResourceNotFound(NotFound):
@@ -164,6 +239,10 @@ def _kind_of(exc: NotFound) -> str:
 
 
 __all__ = [
+    "ErrorBody",
+    "ErrorDetail",
+    "ErrorProblem",
+    "ErrorType",
     "OwnerMismatch",
     "ResourceNotFound",
     "StaleState",

@@ -1,10 +1,15 @@
-"""The HTTP API (FastAPI): ``/v1`` routes over ``MemoryService``, documented at ``/docs`` and
-``/openapi.json``, and the MCP streamable-HTTP transport at ``/mcp``.
+"""The HTTP API (FastAPI): ``/v1`` routes over ``MemoryService``, documented at ``/openapi.json``,
+``/docs`` and ``/redoc`` (Swagger UI and ReDoc served from the ``fastapi-offline`` package's
+files, so the pages work with no network), and the MCP streamable-HTTP transport at ``/mcp``.
+
+Every operation's description names the key it needs (from the service method's role), and its
+error responses name the ``ErrorBody`` schema; request bodies carry examples that validate
+(``models.REQUEST_EXAMPLES``).
 
 Every ``/v1`` route but ``/v1/health`` needs ``Authorization: Bearer <key>``; the owner is the
 key's. Request bodies are limited to ``max_body_bytes`` (413 above it). Errors are typed JSON
-bodies (``prme_api.errors``): 401 key, 403 scope or owner, 404 id, 409 conflict or stale state
-(with the current state), 413 body, 422 input (naming the field and the bound).
+bodies (``prme_api.errors``): 401 key, 403 role, scope or owner, 404 id, 409 conflict or stale state
+(with the current state), 413 body, 422 input (naming the field and the bound), 503 store.
 """
 
 import contextlib
@@ -16,23 +21,26 @@ import orjson
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme_api import models as m
 from prme_api.agent_tools import JudgeArgs
-from prme_api.errors import error_response, validation_body
-from prme_api.service import MemoryService
+from prme_api.errors import ErrorBody, error_response, validation_body
+from prme_api.service import MemoryService, role_of
 from prme_core.access.keys import Principal
 from prme_core.errors import PrmeError
 from prme_core.feedback.ablation import ContextAblation, ContextPresenceCredit
 from prme_core.feedback.citations import AnswerCitationRecord
 from prme_core.feedback.relevance import RelevanceRecord
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
-from prme_core.learning.holdout import HoldoutQuery
+from prme_core.learning.holdout import MAX_QUERIES_PER_CALL, HoldoutQuery
 from prme_core.learning.proposal import LearningEvaluation
+from prme_core.memory.bank import MAX_BATCH_NODES
 from prme_core.memory.erasure import DeletionRecord
 from prme_core.memory.models import MemoryInput, MemoryNode
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
@@ -133,122 +141,635 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+API_DESCRIPTION = """Memory for LLM applications: retrieval with saved, replayable receipts, relevance feedback,
+and ranking profiles that change ranking only after an offline evaluation and a full-retrieval
+holdout both found an improvement.
+
+**Keys.** Every `/v1` route but `/v1/health` needs `Authorization: Bearer <key>` (*Authorize*
+above). A key names its owner, and every request acts for that owner: no body names one.
+`prme keys create` makes the first key; an operator key makes more (`POST /v1/keys`).
+
+**Roles.** An *agent* key stores, reads and retrieves memories and records feedback. An
+*operator* key may do that too, and also manages keys, holdout queries, learning evaluations and
+ranking profiles; those operations answer an agent key with 403 `role_forbidden`.
+
+**Scopes.** A key may be limited to some scopes. Scopes a request names must be within them
+(403 `scope_forbidden`); a record read by id whose scopes are outside them reads as not found
+(404), like a missing id or another owner's; pages list only the records within them. Leaving
+`scopes` out means every configured scope the key may read.
+
+**Retries.** Writes that take a caller-chosen id may be retried: the same `feedback_id`,
+`citation_id`, `profile_id` or `change_id` with the same content returns the first record; with
+other content it is 409 `idempotency_conflict`. A memory `id` that exists already is always 409.
+
+**Errors.** Every error body is `{"error": {"type", "message", ...}}` (schema `ErrorBody`):
+401 key, 403 role, scope or owner, 404 id, 409 conflict or stale state, 413 body over the
+limit, 422 input (naming the field and the bound), 500 integrity failure, 503 store unavailable
+(unreachable, or its file held by another process)."""
+
+TAGS = [
+    {"name": "service", "description": "Liveness and the key in use."},
+    {"name": "memories", "description": "Store, list, read, supersede, archive and delete memories; forget an owner."},
+    {"name": "retrieval", "description": "Retrieve with a receipt; read receipts back."},
+    {"name": "feedback", "description": "Relevance labels, agent judgments, answer citations, context ablation."},
+    {"name": "learning", "description": "Holdout queries and the two evaluations a profile needs (operator keys)."},
+    {
+        "name": "profiles",
+        "description": "Ranking profiles and the per-scope-set pointer that serves one (operator keys).",
+    },
+    {"name": "keys", "description": "API keys of the operator key's own owner (operator keys)."},
+]
+
+_ROLE_FORBIDDEN = "`role_forbidden`: an agent key; this operation needs an operator key."
+_SCOPE_FORBIDDEN = "`scope_forbidden`: a scope the request names is outside the key's scopes."
+_OWNER_MISMATCH = "`owner_mismatch`: a submitted report belongs to another owner than the key's."
+
+# (description, example body) of each error status, unless a route says more.
+_ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
+    401: (
+        "`unauthenticated`: the API key is missing, malformed, unknown, revoked or expired (`reason` says "
+        "which). Nothing was read or written.",
+        {
+            "type": "unauthenticated",
+            "message": "no API key was presented; send Authorization: Bearer <key>",
+            "reason": "missing",
+        },
+    ),
+    403: (
+        "Forbidden; nothing was read or written.",
+        {
+            "type": "role_forbidden",
+            "message": "create api key needs an operator key; this API key's role is 'agent' (an operator creates "
+            "one: prme keys create --role operator, or POST /v1/keys)",
+            "role": "agent",
+            "needed_role": "operator",
+        },
+    ),
+    404: (
+        "`not_found`: no such record for this API key: missing, another owner's, or outside the key's scopes "
+        "(`resource` names the kind, never whose it is).",
+        {"type": "not_found", "resource": "memory", "message": "memory not found for this API key"},
+    ),
+    409: (
+        "A conflict with what is stored (`type` says which); the first record stands.",
+        {
+            "type": "idempotency_conflict",
+            "message": "feedback_id 0b6e3d2a-7c41-4f58-a9d3-5e2f1c7b8a90 already identifies a different relevance "
+            "judgment; the first record stands: use a new feedback_id for a new judgment",
+        },
+    ),
+    413: (
+        "`body_too_large`: the request body is over the server's limit (`bound.max_bytes`); nothing was read. "
+        "Send less per request.",
+        {
+            "type": "body_too_large",
+            "field": "body",
+            "message": "body: the request body exceeds 8388608 bytes; send less per request",
+            "bound": {"max_bytes": 8388608},
+        },
+    ),
+    422: (
+        "`invalid_input` (or a more specific type): the input is invalid. `field` names the first field at "
+        "fault and `bound` its limit; a refused request body lists every problem in `problems`. Nothing was "
+        "written.",
+        {
+            "type": "invalid_input",
+            "field": "limit",
+            "message": "limit: Input should be less than or equal to 1000",
+            "bound": {"le": 1000},
+            "problems": [
+                {"field": "limit", "message": "Input should be less than or equal to 1000", "bound": {"le": 1000}}
+            ],
+        },
+    ),
+    500: (
+        "`integrity_error`: a stored record failed its verification; or `internal_error`: the server failed "
+        "(see its log).",
+        {"type": "internal_error", "message": "the server failed; see its log"},
+    ),
+    503: (
+        "`store_unavailable`: the store cannot be reached, or another process holds its (DuckDB) file; retry later.",
+        {
+            "type": "store_unavailable",
+            "message": "cannot open DuckDB file '/srv/prme/prme.duckdb'. Another process holds it (process 4242); "
+            "close that process or raise lock_timeout (waited 5s)",
+        },
+    ),
+}
+
+
+_SCOPE_EXAMPLE = {
+    "type": "scope_forbidden",
+    "field": "scopes",
+    "message": "scopes: scope 'personal' is outside this API key's scopes ['project']",
+}
+
+
+def _error_response(status: int, description: str, example: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "model": ErrorBody,
+        "description": description,
+        "content": {"application/json": {"example": {"error": example}}},
+    }
+    if status == 401:
+        response["headers"] = {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}}
+    return response
+
+
+def _doc(
+    method: str, text: str, *statuses: int, notes: dict[int, str] | None = None, resource: str = "memory"
+) -> dict[str, Any]:
+    """A route's documentation: ``text``, the key it needs (the role of ``MemoryService.<method>``),
+    its error responses (401, 500 and 503 always, 403 for operator routes, and ``statuses``;
+    ``notes`` replaces a status's usual description, for 403 the scope reason; ``resource`` is
+    the 404 example's) and its request body examples (``models.REQUEST_EXAMPLES[method]``)."""
+    notes = notes or {}
+    operator_only = role_of(getattr(MemoryService, method)) == "operator"
+    key = "an operator key (an agent key gets 403 `role_forbidden`)" if operator_only else "any key, agent or operator"
+    forbidden = [_ROLE_FORBIDDEN] if operator_only else []
+    if 403 in notes:
+        forbidden.append(notes[403])
+    elif 403 in statuses:
+        forbidden.append(_SCOPE_FORBIDDEN)
+    examples = {
+        403: _ERRORS[403][1] if operator_only else _SCOPE_EXAMPLE,
+        404: {"type": "not_found", "resource": resource, "message": f"{resource} not found for this API key"},
+    }
+    responses = {}
+    for status in sorted({401, 500, 503, *statuses, *([403] if forbidden else [])}):
+        description = (
+            " ".join([_ERRORS[403][0], *forbidden]) if status == 403 else notes.get(status, _ERRORS[status][0])
+        )
+        responses[status] = _error_response(status, description, examples.get(status, _ERRORS[status][1]))
+    extra = None
+    if method in m.REQUEST_EXAMPLES:
+        extra = {"requestBody": {"content": {"application/json": {"examples": m.REQUEST_EXAMPLES[method]}}}}
+    return {"description": f"{text}\n\n**Key:** {key}.", "responses": responses, "openapi_extra": extra}
+
+
+def _keep_example_nulls(app: FastAPI, router: APIRouter) -> None:
+    """FastAPI writes the OpenAPI document without null values (``exclude_none``), the examples'
+    too, and an example missing a required null fails validation: put each route's request body
+    examples back as written."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        for route in router.routes:
+            examples = _body_examples(getattr(route, "openapi_extra", None))
+            if isinstance(route, APIRoute) and examples is not None:
+                for method in route.methods:
+                    operation = schema["paths"][route.path_format][method.lower()]
+                    operation["requestBody"]["content"]["application/json"]["examples"] = examples
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _body_examples(extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    return (extra or {}).get("requestBody", {}).get("content", {}).get("application/json", {}).get("examples")
+
+
 def _routes(service: MemoryService) -> APIRouter:
     async def principal(credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)]) -> Principal:
         return await service.authenticate(None if credentials is None else credentials.credentials)
 
     Caller = Annotated[Principal, Depends(principal)]
     r = APIRouter(prefix="/v1")
+    not_this_key = "outside the key's scopes reads as not found (404), like a missing or another owner's id"
 
-    @r.get("/health", tags=["service"], summary="Liveness (no key needed)")
+    @r.get(
+        "/health",
+        tags=["service"],
+        summary="Liveness (no key needed)",
+        description='Answers `{"status": "ok"}` while the server runs. Needs no key and reads nothing: a '
+        "liveness probe (a route that needs the store answers 503 while it is unavailable).",
+    )
     async def health() -> Response:
         return _ok({"status": "ok"})
 
-    @r.get("/whoami", tags=["service"], summary="The key's owner, scope limit and expiry")
+    @r.get(
+        "/whoami",
+        tags=["service"],
+        summary="The key's owner, scope limit and expiry",
+        **_doc(
+            "whoami",
+            "The API key's id, owner, role, scope limit (null: none) and expiry, and the scopes this server is "
+            "configured with. A cheap way to check a key.",
+        ),
+    )
     async def whoami(p: Caller) -> Response:
         return _ok(await service.whoami(p, m.NoArguments()))
 
     # memories
-    @r.post("/memories", tags=["memories"], response_model=MemoryNode, summary="Store one memory")
+    @r.post(
+        "/memories",
+        tags=["memories"],
+        response_model=MemoryNode,
+        summary="Store one memory",
+        **_doc(
+            "store_memory",
+            "Stores one memory for the key's owner and returns it with its id. `scope` (default `personal`) must "
+            "be within the key's scopes. A caller-chosen `id` that exists already is refused and nothing is "
+            "written.",
+            403,
+            409,
+            413,
+            422,
+            notes={409: "`idempotency_conflict`: a memory with that `id` exists already."},
+        ),
+    )
     async def store_memory(body: MemoryInput, p: Caller) -> Response:
         return _ok(await service.store_memory(p, body))
 
     @r.post(
-        "/memories/batch", tags=["memories"], response_model=m.Items[MemoryNode], summary="Store memories atomically"
+        "/memories/batch",
+        tags=["memories"],
+        response_model=m.Items[MemoryNode],
+        summary="Store memories atomically",
+        **_doc(
+            "store_batch",
+            f"Stores 1 to {MAX_BATCH_NODES} memories in one transaction: all of them or none. Every item's scope "
+            "must be within the key's scopes (403 names `items[i].scope`); one caller-chosen `id` that exists "
+            "already refuses the whole batch.",
+            403,
+            409,
+            413,
+            422,
+            notes={409: "`idempotency_conflict`: a memory with one of the items' `id`s exists already."},
+        ),
     )
     async def store_batch(body: m.StoreBatchRequest, p: Caller) -> Response:
         return _ok(await service.store_batch(p, body))
 
-    @r.get("/memories", tags=["memories"], summary="A page of memories (by scope, type, storage time)")
+    @r.get(
+        "/memories",
+        tags=["memories"],
+        summary="A page of memories (by scope, type, storage time)",
+        **_doc(
+            "list_memories",
+            "A page of the owner's memories within the key's scopes, filtered by `scopes` (within the key's), "
+            "`node_types` and storage time (`created_from`, `created_to`: timezone-aware). Current versions only "
+            "unless `include_inactive` (then superseded and archived ones too). Pass `next_cursor` as `cursor` "
+            "for the next page (null: last page).",
+            403,
+            422,
+        ),
+    )
     async def list_memories(q: Annotated[m.ListMemoriesQuery, Query()], p: Caller) -> Response:
         return _ok(await service.list_memories(p, q))
 
-    @r.post("/memories/{node_id}/update", tags=["memories"], response_model=MemoryNode, summary="Supersede a memory")
+    @r.post(
+        "/memories/{node_id}/update",
+        tags=["memories"],
+        response_model=MemoryNode,
+        summary="Supersede a memory",
+        **_doc(
+            "update_memory",
+            "Supersedes a memory with new content: the new version (a new id) is returned and retrieved from now "
+            "on; the old one stays readable by id and in the history, marked superseded. A memory "
+            f"{not_this_key}.",
+            404,
+            413,
+            422,
+        ),
+    )
     async def update_memory(node_id: UUID, body: m.MemoryContent, p: Caller) -> Response:
         return _ok(await service.update_memory(p, m.UpdateMemoryRequest(node_id=node_id, content=body.content)))
 
-    @r.post("/memories/{node_id}/archive", tags=["memories"], response_model=MemoryNode, summary="Archive a memory")
+    @r.post(
+        "/memories/{node_id}/archive",
+        tags=["memories"],
+        response_model=MemoryNode,
+        summary="Archive a memory",
+        **_doc(
+            "archive_memory",
+            "Archives a memory: it stays readable by id and in its history, and is no longer retrieved. Takes no "
+            f"body. A memory {not_this_key}.",
+            404,
+            422,
+            notes={422: "`invalid_input`: the memory is archived already, or `node_id` is not a UUID."},
+        ),
+    )
     async def archive_memory(node_id: UUID, p: Caller) -> Response:
         return _ok(await service.archive_memory(p, m.NodeRef(node_id=node_id)))
 
-    @r.delete("/memories/{node_id}", tags=["memories"], response_model=DeletionRecord, summary="Delete a memory")
+    @r.delete(
+        "/memories/{node_id}",
+        tags=["memories"],
+        response_model=DeletionRecord,
+        summary="Delete a memory",
+        **_doc(
+            "delete_memory",
+            "Deletes a memory for good: every version and its edges. Receipts that named it keep only its id and "
+            "content hash. Returns the deletion record (ids, content hashes, time, and this key as the actor; "
+            f"never content). A deleted id reads as never there (404); a memory {not_this_key}.",
+            404,
+            422,
+        ),
+    )
     async def delete_memory(node_id: UUID, p: Caller) -> Response:
         return _ok(await service.delete_memory(p, m.NodeRef(node_id=node_id)))
 
-    @r.post("/owner/forget", tags=["memories"], response_model=DeletionRecord, summary="Forget the key's owner")
+    @r.post(
+        "/owner/forget",
+        tags=["memories"],
+        response_model=DeletionRecord,
+        summary="Forget the key's owner",
+        **_doc(
+            "forget_owner",
+            "Forgets the key's owner in one transaction: every memory, receipt, feedback and citation record, "
+            "holdout query, learning report, profile and pointer, and every API key, this one too. Cannot be "
+            "undone. Needs a key without a scope limit and `confirm_owner` spelling out the key's owner. Returns "
+            "the deletion record (row counts, never content).",
+            403,
+            413,
+            422,
+            notes={
+                403: "`scope_forbidden`: the key is limited to some scopes; forgetting an owner erases them all.",
+                422: "`invalid_input`: `confirm_owner` is not the key's owner.",
+            },
+        ),
+    )
     async def forget_owner(body: m.ForgetOwnerRequest, p: Caller) -> Response:
         return _ok(await service.forget_owner(p, body))
 
-    @r.get("/memories/{node_id}", tags=["memories"], response_model=MemoryNode, summary="One memory")
+    @r.get(
+        "/memories/{node_id}",
+        tags=["memories"],
+        response_model=MemoryNode,
+        summary="One memory",
+        **_doc(
+            "get_memory",
+            f"One memory by id, with its lifecycle and version. A memory {not_this_key}.",
+            404,
+            422,
+        ),
+    )
     async def get_memory(node_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_memory(p, m.NodeRef(node_id=node_id)))
 
     # retrieval
-    @r.post("/retrieve", tags=["retrieval"], response_model=m.RetrieveResponse, summary="Retrieve with a receipt")
+    @r.post(
+        "/retrieve",
+        tags=["retrieval"],
+        response_model=m.RetrieveResponse,
+        summary="Retrieve with a receipt",
+        **_doc(
+            "retrieve",
+            "Hybrid retrieval (BM25 and embeddings, ranked by base scoring or the scope set's active ranking "
+            "profile) that saves a replayable receipt: `metadata.request_id` names it for feedback and for "
+            "`GET /v1/retrievals/{request_id}`. `scopes` default to every configured scope the key may read; "
+            "named ones must be within the key's. `include_cross_scope` needs a key without a scope limit. "
+            "`include_context` (default true) returns the exact rendered context, `include_bundle` the packed "
+            "bundle that context ablation takes.",
+            403,
+            413,
+            422,
+            notes={403: f"{_SCOPE_FORBIDDEN} Or `include_cross_scope` with a key limited to some scopes."},
+        ),
+    )
     async def retrieve(body: m.RetrieveRequest, p: Caller) -> Response:
         return _ok(await service.retrieve(p, body))
 
     @r.get(
-        "/retrievals/{request_id}", tags=["retrieval"], response_model=RetrievalReceipt, summary="A retrieval's receipt"
+        "/retrievals/{request_id}",
+        tags=["retrieval"],
+        response_model=RetrievalReceipt,
+        summary="A retrieval's receipt",
+        **_doc(
+            "get_receipt",
+            "The saved receipt of a retrieval: the request, the candidates with provenance and score traces, the "
+            f"ranking policy and profile, the packed context and its checksum. A receipt {not_this_key}.",
+            404,
+            422,
+            resource="retrieval receipt",
+        ),
     )
     async def get_receipt(request_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_receipt(p, m.RequestRef(request_id=request_id)))
 
     # feedback
-    @r.post("/relevance", tags=["feedback"], response_model=RelevanceRecord, summary="Record relevance labels")
+    @r.post(
+        "/relevance",
+        tags=["feedback"],
+        response_model=RelevanceRecord,
+        summary="Record relevance labels",
+        **_doc(
+            "record_relevance",
+            "Records relevance labels (`labels`: node id → true or false) for members of one saved retrieval, "
+            "bound to its receipt. The retrieval must be the owner's and within the key's scopes (else 404). "
+            "Idempotent by `feedback_id`: a retry with the same labels returns the first record (without one, "
+            "each call records anew).",
+            404,
+            409,
+            413,
+            422,
+            notes={409: "`idempotency_conflict`: `feedback_id` already holds a different record."},
+            resource="retrieval receipt",
+        ),
+    )
     async def record_relevance(body: m.RecordRelevanceRequest, p: Caller) -> Response:
         return _ok(await service.record_relevance(p, body))
 
-    @r.get("/relevance", tags=["feedback"], response_model=m.Items[RelevanceRecord], summary="A page of records")
+    @r.get(
+        "/relevance",
+        tags=["feedback"],
+        response_model=m.Items[RelevanceRecord],
+        summary="A page of records",
+        **_doc(
+            "list_relevance",
+            "A page of the owner's relevance records within the key's scopes, by feedback id. Pass `next_after` "
+            "as `after` for the next page (null: last page).",
+            422,
+        ),
+    )
     async def list_relevance(q: Annotated[m.Page, Query()], p: Caller) -> Response:
         return _ok(await service.list_relevance(p, q))
 
-    @r.get("/relevance/{feedback_id}", tags=["feedback"], response_model=RelevanceRecord, summary="One record")
+    @r.get(
+        "/relevance/{feedback_id}",
+        tags=["feedback"],
+        response_model=RelevanceRecord,
+        summary="One record",
+        **_doc(
+            "get_relevance",
+            f"One relevance record by feedback id. A record {not_this_key}.",
+            404,
+            422,
+            resource="relevance record",
+        ),
+    )
     async def get_relevance(feedback_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_relevance(p, m.FeedbackRef(feedback_id=feedback_id)))
 
     @r.post(
-        "/answer-citations", tags=["feedback"], response_model=AnswerCitationRecord, summary="Record answer citations"
+        "/answer-citations",
+        tags=["feedback"],
+        response_model=AnswerCitationRecord,
+        summary="Record answer citations",
+        **_doc(
+            "record_answer_citations",
+            "Records which memories of a retrieval's context an answer cited (`cited_node_ids`, possibly none), "
+            "bound to the receipt and its rendered context. The retrieval must be the owner's and within the "
+            "key's scopes (else 404). Idempotent by `citation_id`: a retry with the same content returns the "
+            "first record.",
+            404,
+            409,
+            413,
+            422,
+            notes={409: "`idempotency_conflict`: `citation_id` already holds a different record."},
+            resource="retrieval receipt",
+        ),
     )
     async def record_citations(body: m.RecordCitationsRequest, p: Caller) -> Response:
         return _ok(await service.record_answer_citations(p, body))
 
-    @r.get("/answer-citations", tags=["feedback"], response_model=m.Items[AnswerCitationRecord], summary="A page")
+    @r.get(
+        "/answer-citations",
+        tags=["feedback"],
+        response_model=m.Items[AnswerCitationRecord],
+        summary="A page",
+        **_doc(
+            "list_answer_citations",
+            "A page of the owner's answer citation records whose retrievals are within the key's scopes. Pass "
+            "`next_after` as `after` for the next page (null: last page).",
+            422,
+        ),
+    )
     async def list_citations(q: Annotated[m.Page, Query()], p: Caller) -> Response:
         return _ok(await service.list_answer_citations(p, q))
 
     @r.get(
-        "/answer-citations/{citation_id}", tags=["feedback"], response_model=AnswerCitationRecord, summary="One record"
+        "/answer-citations/{citation_id}",
+        tags=["feedback"],
+        response_model=AnswerCitationRecord,
+        summary="One record",
+        **_doc(
+            "get_answer_citations",
+            f"One answer citation record by citation id. A record whose retrieval is {not_this_key}.",
+            404,
+            422,
+            resource="answer citation record",
+        ),
     )
     async def get_citations(citation_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_answer_citations(p, m.CitationRef(citation_id=citation_id)))
 
-    @r.post("/context/ablation", tags=["feedback"], response_model=ContextAblation, summary="Ablate context entries")
+    @r.post(
+        "/context/ablation",
+        tags=["feedback"],
+        response_model=ContextAblation,
+        summary="Ablate context entries",
+        **_doc(
+            "ablate_context",
+            "Removes included entries from a packed context bundle (a retrieval's, with `include_bundle: true`) "
+            "without retrieving again, with exact token accounting; returns the counterfactual bundle and both "
+            "contexts' digests. Computes only: reads and writes nothing.",
+            413,
+            422,
+            notes={422: f"{_ERRORS[422][0]} Also a node id that is not an included entry of the bundle."},
+        ),
+    )
     async def ablate(body: m.AblateContextRequest, p: Caller) -> Response:
         return _ok(await service.ablate_context(p, body))
 
     @r.post(
-        "/context/presence", tags=["feedback"], response_model=ContextPresenceCredit, summary="Context presence credit"
+        "/context/presence",
+        tags=["feedback"],
+        response_model=ContextPresenceCredit,
+        summary="Context presence credit",
+        **_doc(
+            "assess_context_presence",
+            "The presence-credit tier of one cited, ablated entry, from whether the answer was correct with the "
+            "full context (`baseline_correct`) and without the entry (`counterfactual_correct`) under your "
+            "`protocol`. The citation record must be the owner's and its retrieval within the key's scopes (else "
+            "404). Computes only; nothing is stored.",
+            404,
+            413,
+            422,
+            resource="answer citation record",
+        ),
     )
     async def presence(body: m.AssessPresenceRequest, p: Caller) -> Response:
         return _ok(await service.assess_context_presence(p, body))
 
     # learning and holdout
     @r.post(
-        "/learning/evaluate", tags=["learning"], response_model=LearningEvaluation, summary="Offline proposal (gate 1)"
+        "/learning/evaluate",
+        tags=["learning"],
+        response_model=LearningEvaluation,
+        summary="Offline proposal (gate 1)",
+        **_doc(
+            "evaluate_learning",
+            "The offline proposal for an exact scope set: snapshots the owner's relevance records, fits ranking "
+            "multipliers on a training split and evaluates them on validation. `decision` says whether they "
+            "improved ranking. Records the report as evidence and changes nothing else: no weight, pointer or "
+            "profile. A key limited to some scopes evaluates only that scope set's feedback. Pass the report "
+            "unchanged to `POST /v1/learning/holdout`.",
+            403,
+            409,
+            413,
+            422,
+            notes={
+                409: "`missing_evidence`: a receipt the snapshot needs was deleted meanwhile; evaluate again.",
+                422: f"{_ERRORS[422][0]} Also `snapshot_too_large` (more records than `max_records`).",
+            },
+        ),
     )
     async def evaluate_learning(body: m.EvaluateLearningRequest, p: Caller) -> Response:
         return _ok(await service.evaluate_learning(p, body))
 
-    @r.post("/holdout/queries", tags=["learning"], response_model=m.Items[HoldoutQuery], summary="Register queries")
+    @r.post(
+        "/holdout/queries",
+        tags=["learning"],
+        response_model=m.Items[HoldoutQuery],
+        summary="Register queries",
+        **_doc(
+            "register_holdout_queries",
+            f"Registers 1 to {MAX_QUERIES_PER_CALL} holdout queries for an exact scope set, each with its "
+            "complete set of relevant memory ids (existing memories of the owner in that scope set). Append-only "
+            "and idempotent: a query registered again with the same judgment returns the first registration.",
+            403,
+            409,
+            413,
+            422,
+            notes={
+                409: "`idempotency_conflict`: the query is registered at that `reference_time` with another "
+                "judgment; retire it and register it with another `reference_time`.",
+                422: f"{_ERRORS[422][0]} Also a relevant node id that is not a memory of the owner in that scope set.",
+            },
+        ),
+    )
     async def register_holdout(body: m.RegisterHoldoutRequest, p: Caller) -> Response:
         return _ok(await service.register_holdout_queries(p, body))
 
-    @r.get("/holdout/queries", tags=["learning"], response_model=m.Items[HoldoutQuery], summary="Active queries")
+    @r.get(
+        "/holdout/queries",
+        tags=["learning"],
+        response_model=m.Items[HoldoutQuery],
+        summary="Active queries",
+        **_doc("list_holdout_queries", "The active (not retired) holdout queries of an exact scope set.", 403, 422),
+    )
     async def list_holdout(q: Annotated[m.ScopesQuery, Query()], p: Caller) -> Response:
         return _ok(await service.list_holdout_queries(p, q))
 
-    @r.post("/holdout/queries/retire", tags=["learning"], response_model=m.Retired, summary="Retire queries")
+    @r.post(
+        "/holdout/queries/retire",
+        tags=["learning"],
+        response_model=m.Retired,
+        summary="Retire queries",
+        **_doc(
+            "retire_holdout_queries",
+            "Retires holdout queries of an exact scope set (an append-only record); returns how many were newly "
+            "retired, so a retry retires 0.",
+            403,
+            404,
+            413,
+            422,
+            resource="holdout query",
+        ),
+    )
     async def retire_holdout(body: m.RetireHoldoutRequest, p: Caller) -> Response:
         return _ok(await service.retire_holdout_queries(p, body))
 
@@ -257,20 +778,85 @@ def _routes(service: MemoryService) -> APIRouter:
         tags=["learning"],
         response_model=FullRetrievalEvaluation,
         summary="Run and evaluate the full-retrieval holdout (gate 2)",
+        **_doc(
+            "evaluate_holdout",
+            "Runs every active holdout query of the proposal's scope set twice over frozen memory, as the "
+            "baseline (what serves now) and as the candidate (the proposal's multipliers), and evaluates the "
+            "pairs; the look at the holdout is recorded. `proposal` is the report `POST /v1/learning/evaluate` "
+            "returned, unchanged, of the key's owner. Pass the result to `POST /v1/profiles`.",
+            403,
+            404,
+            409,
+            413,
+            422,
+            notes={
+                403: f"{_OWNER_MISMATCH} {_SCOPE_FORBIDDEN}",
+                404: "`not_found`: the scope set has no active holdout queries; register them first.",
+                409: "`holdout_overlaps_training`: a holdout query is one the proposal trained or validated on; "
+                "`memory_changed`: the owner's memory changed during the run.",
+                422: f"{_ERRORS[422][0]} Also `holdout_invalid` and a changed report (it re-derives itself).",
+            },
+            resource="holdout query",
+        ),
     )
     async def evaluate_holdout(body: m.EvaluateHoldoutRequest, p: Caller) -> Response:
         return _ok(await service.evaluate_holdout(p, body))
 
     # ranking profiles (fixed paths before /profiles/{profile_id})
-    @r.post("/profiles", tags=["profiles"], response_model=RankingProfile, summary="Create a profile")
+    @r.post(
+        "/profiles",
+        tags=["profiles"],
+        response_model=RankingProfile,
+        summary="Create a profile",
+        **_doc(
+            "create_ranking_profile",
+            "Persists an immutable ranking profile from a positive offline proposal and the positive holdout "
+            "evaluated from it, both as this store returned them; does not activate it. Idempotent by "
+            "`profile_id`: the same evidence returns the first profile.",
+            403,
+            404,
+            409,
+            413,
+            422,
+            notes={
+                403: f"{_OWNER_MISMATCH} {_SCOPE_FORBIDDEN}",
+                404: "`not_found`: no `baseline_profile_id` profile of this owner.",
+                409: "`idempotency_conflict`: `profile_id` names a profile with other evidence.",
+                422: f"{_ERRORS[422][0]} Also `invalid_evidence` (a report this store did not produce, or an "
+                "unrecorded holdout look) and a decision that is not an improvement.",
+            },
+            resource="ranking profile",
+        ),
+    )
     async def create_profile(body: m.CreateProfileRequest, p: Caller) -> Response:
         return _ok(await service.create_ranking_profile(p, body))
 
-    @r.get("/profiles", tags=["profiles"], response_model=m.Items[RankingProfile], summary="A page of profiles")
+    @r.get(
+        "/profiles",
+        tags=["profiles"],
+        response_model=m.Items[RankingProfile],
+        summary="A page of profiles",
+        **_doc(
+            "list_ranking_profiles",
+            "A page of the owner's ranking profiles within the key's scopes, by profile id. Pass `next_after` as "
+            "`after` for the next page (null: last page).",
+            422,
+        ),
+    )
     async def list_profiles(q: Annotated[m.Page, Query()], p: Caller) -> Response:
         return _ok(await service.list_ranking_profiles(p, q))
 
-    @r.get("/profiles/active", tags=["profiles"], summary="The profile serving a scope set ({'profile': null}: none)")
+    @r.get(
+        "/profiles/active",
+        tags=["profiles"],
+        summary="The profile serving a scope set ({'profile': null}: none)",
+        **_doc(
+            "get_active_ranking_profile",
+            'The ranking profile serving an exact scope set now; `{"profile": null}`: base scoring.',
+            403,
+            422,
+        ),
+    )
     async def active_profile(q: Annotated[m.ScopesQuery, Query()], p: Caller) -> Response:
         return _ok(await service.get_active_ranking_profile(p, q))
 
@@ -279,28 +865,116 @@ def _routes(service: MemoryService) -> APIRouter:
         tags=["profiles"],
         response_model=m.History[RankingProfileState],
         summary="Pointer changes, newest first",
+        **_doc(
+            "ranking_profile_history",
+            "The pointer changes (activations, deactivations, rollbacks) of an exact scope set, newest first. "
+            "Pass `next_before` as `before` for older ones (null: last page).",
+            403,
+            422,
+        ),
     )
     async def profile_history(q: Annotated[m.HistoryQuery, Query()], p: Caller) -> Response:
         return _ok(await service.ranking_profile_history(p, q))
 
-    @r.get("/profiles/as-of", tags=["profiles"], summary="The pointer change in force at `at` ({'state': null}: none)")
+    @r.get(
+        "/profiles/as-of",
+        tags=["profiles"],
+        summary="The pointer change in force at `at` ({'state': null}: none)",
+        **_doc(
+            "ranking_profile_at",
+            'The pointer change of an exact scope set in force at `at` (timezone-aware); `{"state": null}`: '
+            "none had happened, base scoring.",
+            403,
+            422,
+        ),
+    )
     async def profile_as_of(q: Annotated[m.AsOfQuery, Query()], p: Caller) -> Response:
         return _ok(await service.ranking_profile_at(p, q))
 
-    @r.post("/profiles/deactivate", tags=["profiles"], response_model=RankingProfileState, summary="Base scoring")
+    pointer_conflicts = (
+        "`stale_state`: `expected_profile_id` is not what serves now; `no_op_transition`: the change would change "
+        "nothing. Both carry the scope set's `current_state`."
+    )
+
+    @r.post(
+        "/profiles/deactivate",
+        tags=["profiles"],
+        response_model=RankingProfileState,
+        summary="Base scoring",
+        **_doc(
+            "deactivate_ranking_profile",
+            "Returns an exact scope set to base scoring (a recorded pointer change). With `expected_profile_id` "
+            "(null: base scoring) only if that is what serves now; leave it out to change whatever serves. "
+            "Idempotent by `change_id`: a retry returns the first record marked `replayed`.",
+            403,
+            409,
+            413,
+            422,
+            notes={409: pointer_conflicts},
+        ),
+    )
     async def deactivate(body: m.DeactivateRequest, p: Caller) -> Response:
         return _ok(await service.deactivate_ranking_profile(p, body))
 
-    @r.post("/profiles/rollback", tags=["profiles"], response_model=RankingProfileState, summary="Serve an earlier one")
+    @r.post(
+        "/profiles/rollback",
+        tags=["profiles"],
+        response_model=RankingProfileState,
+        summary="Serve an earlier one",
+        **_doc(
+            "rollback_ranking_profile",
+            "Serves an earlier profile of the scope set again (`profile_id`), or base scoring (`profile_id: "
+            "null`), as a recorded pointer change. `expected_profile_id` and `change_id` as for deactivation.",
+            403,
+            404,
+            409,
+            413,
+            422,
+            notes={404: "`not_found`: no such profile for this API key.", 409: pointer_conflicts},
+            resource="ranking profile",
+        ),
+    )
     async def rollback(body: m.RollbackRequest, p: Caller) -> Response:
         return _ok(await service.rollback_ranking_profile(p, body))
 
-    @r.get("/profiles/{profile_id}", tags=["profiles"], response_model=RankingProfileStatus, summary="One profile")
+    @r.get(
+        "/profiles/{profile_id}",
+        tags=["profiles"],
+        response_model=RankingProfileStatus,
+        summary="One profile",
+        **_doc(
+            "get_ranking_profile",
+            f"One ranking profile with its evidence, and whether it is active. A profile {not_this_key}.",
+            404,
+            422,
+            resource="ranking profile",
+        ),
+    )
     async def get_profile(profile_id: UUID, p: Caller) -> Response:
         return _ok(await service.get_ranking_profile(p, m.ProfileRef(profile_id=profile_id)))
 
     @r.post(
-        "/profiles/{profile_id}/activate", tags=["profiles"], response_model=RankingProfileState, summary="Activate"
+        "/profiles/{profile_id}/activate",
+        tags=["profiles"],
+        response_model=RankingProfileState,
+        summary="Activate",
+        **_doc(
+            "activate_ranking_profile",
+            "Activates a profile for its scope set over the exact baseline its holdout used, after rechecking its "
+            "feature identity and base scoring against the running pipeline. Idempotent by `change_id`: a retry "
+            "returns the first record marked `replayed` (see `superseded_by`). `reactivate: false` refuses a "
+            f"profile deactivated or rolled back away since it served. A profile {not_this_key}.",
+            404,
+            409,
+            413,
+            422,
+            notes={
+                409: "`stale_state`: another profile serves now than the holdout's baseline (`current_state`); "
+                "`reactivation_refused`; `profile_inapplicable`: the running pipeline's features or base scoring "
+                "differ from the profile's."
+            },
+            resource="ranking profile",
+        ),
     )
     async def activate(profile_id: UUID, body: m.ActivateBody, p: Caller) -> Response:
         request = m.ActivateRequest(profile_id=profile_id, change_id=body.change_id, reactivate=body.reactivate)
@@ -310,20 +984,70 @@ def _routes(service: MemoryService) -> APIRouter:
         "/judgments",
         tags=["feedback"],
         summary="An agent's judgment of a retrieval it answered from (used: relevant; shown, unused: not)",
+        **_doc(
+            "agent_judge",
+            "An agent's judgment of a retrieval it answered from: the results in `used` are recorded relevant, "
+            "the other results it returned not relevant, as relevance feedback learning can use. One judgment "
+            "per retrieval: a retry returns the first. The retrieval must be the owner's and within the key's "
+            "scopes (else 404). Returns the feedback id, the counts, and whether (and why) learning can use it.",
+            404,
+            409,
+            413,
+            422,
+            notes={
+                409: "`idempotency_conflict`: the retrieval was judged already, differently.",
+                422: f"{_ERRORS[422][0]} Also a used node id that the retrieval did not return.",
+            },
+            resource="retrieval receipt",
+        ),
     )
     async def judge(body: JudgeArgs, p: Caller) -> Response:
         return _ok(await service.agent_judge(p, body))
 
     # keys (operator keys only; the keys of the operator key's own owner)
-    @r.post("/keys", tags=["keys"], summary="Make an API key for this owner (the secret is shown once)")
+    @r.post(
+        "/keys",
+        tags=["keys"],
+        summary="Make an API key for this owner (the secret is shown once)",
+        **_doc(
+            "create_api_key",
+            "Makes an API key for the operator key's own owner: `role` agent (default) or operator, `scopes` "
+            "within the operator key's (default the operator key's), `expires_at` optional. The secret "
+            "(`api_key`) is in this response only; the store keeps a salted HMAC of it.",
+            403,
+            413,
+            422,
+        ),
+    )
     async def create_key(body: m.CreateKeyRequest, p: Caller) -> Response:
         return _ok(await service.create_api_key(p, body))
 
-    @r.get("/keys", tags=["keys"], summary="This owner's API keys (never their secrets)")
+    @r.get(
+        "/keys",
+        tags=["keys"],
+        summary="This owner's API keys (never their secrets)",
+        **_doc(
+            "list_api_keys",
+            "This owner's API keys within the operator key's scopes: key id, role, scopes, expiry and "
+            "revocation; never their secrets.",
+        ),
+    )
     async def list_keys(p: Caller) -> Response:
         return _ok(await service.list_api_keys(p, m.NoArguments()))
 
-    @r.delete("/keys/{key_id}", tags=["keys"], summary="Revoke one of this owner's API keys")
+    @r.delete(
+        "/keys/{key_id}",
+        tags=["keys"],
+        summary="Revoke one of this owner's API keys",
+        **_doc(
+            "revoke_api_key",
+            "Revokes one of this owner's API keys (an appended revocation record); it stops authenticating at "
+            "once. Another owner's key id, or a key outside the operator key's scopes, reads as not found (404).",
+            404,
+            422,
+            resource="API key",
+        ),
+    )
     async def revoke_key(key_id: str, p: Caller) -> Response:
         return _ok(await service.revoke_api_key(p, m.KeyRef(key_id=key_id)))
 
@@ -355,15 +1079,19 @@ def create_app(
         async with manager.run():
             yield
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="PRME Learning",
         version=version or "0.1.0",
         summary="Memory for LLM applications: retrieval with receipts, feedback and evaluated ranking profiles.",
+        description=API_DESCRIPTION,
+        openapi_tags=TAGS,
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _install_error_handlers(app)
-    app.include_router(_routes(service))
+    router = _routes(service)
+    app.include_router(router)
+    _keep_example_nulls(app, router)
     if manager is not None:
         app.mount("/mcp", StreamableHTTPASGIApp(manager))
     return app
