@@ -4,10 +4,12 @@ vacuuming the store so deleted rows leave its files)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from prme_core.access import keys
 from prme_core.access.keys import ApiKeyRevocation, ApiKeyStatus, CreatedApiKey, Principal
+from prme_core.feedback.retention import DEFAULT_RETENTION, RetentionResult, apply_retention
 from prme_core.memory import erasure
 from prme_core.memory.erasure import DeletionRecord
 from prme_core.settings import EngineSettings
@@ -20,6 +22,17 @@ class Administration:
 
     store: Store
     settings: EngineSettings
+
+    # --- retention --------------------------------------------------------------------------
+
+    def apply_receipt_retention(
+        self, *, older_than: timedelta = DEFAULT_RETENTION, owners: Sequence[str] | None = None, now: Any = None
+    ) -> RetentionResult:
+        """Drop the scored pools of receipts without feedback older than ``older_than``; labelled
+        receipts keep everything, every receipt keeps its JSON and checksum (``feedback.retention``)."""
+        return apply_retention(
+            self.store, older_than=older_than, owners=None if owners is None else list(owners), now=now
+        )
 
     # --- forgetting ---------------------------------------------------------------------
 

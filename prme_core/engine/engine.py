@@ -77,6 +77,7 @@ class MemoryEngine:
     forget_owner = _InThread(MemoryClient.forget_owner)
     deletion_records = _InThread(MemoryClient.deletion_records)
     vacuum = _InThread(MemoryClient.vacuum)
+    apply_receipt_retention = _InThread(MemoryClient.apply_receipt_retention)
     retrieve = _InThread(MemoryClient.retrieve)
     get_receipt = _InThread(MemoryClient.get_receipt)
     record_relevance = _InThread(MemoryClient.record_relevance)

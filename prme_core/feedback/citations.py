@@ -14,7 +14,7 @@ from pydantic import Field
 
 from prme_core.errors import InvalidInput, ReceiptNotFound
 from prme_core.receipts.projection import scope_key
-from prme_core.receipts.store import get_receipt
+from prme_core.receipts.store import get_receipt, refuse_if_dropped
 from prme_core.storage.base import Store
 from prme_core.storage.keyed_records import append_record, list_records, read_record
 from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, Unique, UtcDatetime, utc_now
@@ -72,36 +72,38 @@ def record_answer_citations(
         },
         "",
     )
-    found = get_receipt(store, owner, submission.request_id)
-    if found is None:
-        raise ReceiptNotFound(f"request {submission.request_id} has no saved receipt for this owner")
-    receipt, checksum = found
-    for node_id in submission.cited_node_ids:
-        cand = receipt.candidate(node_id)
-        if cand is None or not (cand.in_context and cand.has_content):
-            raise InvalidInput(
-                "cited_node_ids",
-                f"{node_id} is not a content-bearing entry of that retrieval's "
-                "context; cite only memories whose content the answer was shown",
-            )
-    record = AnswerCitationRecord(
-        **submission.model_dump(),
-        owner=owner,
-        recorded_at=utc_now(),
-        receipt_checksum=checksum,
-        context_sha256=receipt.context_sha256,
-    )
-    return append_record(
-        store,
-        kind="answer-citations",
-        op_type=OP_CITATIONS,
-        record=record,
-        key_field="citation_id",
-        scope_key=scope_key(receipt.scopes),
-        same=AnswerCitationRecord.matches,
-        conflict=f"citation_id {submission.citation_id} already identifies a different answer "
-        "citation record; the first record stands",
-    )
+    with store.transaction() as tx:  # the receipt checks and the append commit together
+        found = get_receipt(store, owner, submission.request_id)
+        if found is None:
+            raise ReceiptNotFound(f"request {submission.request_id} has no saved receipt for this owner")
+        receipt, checksum = found
+        refuse_if_dropped(tx, owner, str(submission.request_id))
+        for node_id in submission.cited_node_ids:
+            cand = receipt.candidate(node_id)
+            if cand is None or not (cand.in_context and cand.has_content):
+                raise InvalidInput(
+                    "cited_node_ids",
+                    f"{node_id} is not a content-bearing entry of that retrieval's "
+                    "context; cite only memories whose content the answer was shown",
+                )
+        record = AnswerCitationRecord(
+            **submission.model_dump(),
+            owner=owner,
+            recorded_at=utc_now(),
+            receipt_checksum=checksum,
+            context_sha256=receipt.context_sha256,
+        )
+        return append_record(
+            store,
+            kind="answer-citations",
+            op_type=OP_CITATIONS,
+            record=record,
+            key_field="citation_id",
+            scope_key=scope_key(receipt.scopes),
+            same=AnswerCitationRecord.matches,
+            conflict=f"citation_id {submission.citation_id} already identifies a different answer "
+            "citation record; the first record stands",
+        )
 
 
 def get_answer_citations(store: Store, citation_id: UUID, owner: str) -> AnswerCitationRecord | None:

@@ -17,7 +17,7 @@ from pydantic import Field, StrictBool, field_validator
 from prme_core.errors import InvalidInput, ReceiptNotFound
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key
-from prme_core.receipts.store import get_receipt
+from prme_core.receipts.store import get_receipt, refuse_if_dropped
 from prme_core.storage.base import Store
 from prme_core.storage.keyed_records import append_record, list_records, read_record
 from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
@@ -113,32 +113,34 @@ def record_relevance(
         },
         "",
     )
-    found = get_receipt(store, owner, submission.request_id)
-    if found is None:
-        raise ReceiptNotFound(
-            f"request {submission.request_id} has no saved receipt for this owner; "
-            "record feedback only on retrievals whose metadata.receipt_persisted is true"
+    with store.transaction() as tx:  # the receipt checks and the append commit together
+        found = get_receipt(store, owner, submission.request_id)
+        if found is None:
+            raise ReceiptNotFound(
+                f"request {submission.request_id} has no saved receipt for this owner; "
+                "record feedback only on retrievals whose metadata.receipt_persisted is true"
+            )
+        receipt, checksum = found
+        refuse_if_dropped(tx, owner, str(submission.request_id))
+        check_labels(receipt, submission.labels, submission.surface)
+        record = RelevanceRecord(
+            **submission.model_dump(),
+            owner=owner,
+            recorded_at=utc_now(),
+            receipt_checksum=checksum,
+            scope_key=scope_key(receipt.scopes),
         )
-    receipt, checksum = found
-    check_labels(receipt, submission.labels, submission.surface)
-    record = RelevanceRecord(
-        **submission.model_dump(),
-        owner=owner,
-        recorded_at=utc_now(),
-        receipt_checksum=checksum,
-        scope_key=scope_key(receipt.scopes),
-    )
-    return append_record(
-        store,
-        kind="relevance",
-        op_type=OP_RELEVANCE,
-        record=record,
-        key_field="feedback_id",
-        scope_key=record.scope_key,
-        same=RelevanceRecord.matches,
-        conflict=f"feedback_id {submission.feedback_id} already identifies a different relevance "
-        "judgment; the first record stands: use a new feedback_id for a new judgment",
-    )
+        return append_record(
+            store,
+            kind="relevance",
+            op_type=OP_RELEVANCE,
+            record=record,
+            key_field="feedback_id",
+            scope_key=record.scope_key,
+            same=RelevanceRecord.matches,
+            conflict=f"feedback_id {submission.feedback_id} already identifies a different relevance "
+            "judgment; the first record stands: use a new feedback_id for a new judgment",
+        )
 
 
 def get_relevance(store: Store, feedback_id: UUID, owner: str) -> RelevanceRecord | None:

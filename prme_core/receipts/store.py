@@ -14,7 +14,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from pydantic import ValidationError
 
 from prme_core.canonical import canonical_json, sha256_hex
-from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict
+from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict, InvalidInput, MissingEvidence
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.pool import PoolColumns, PoolSummary, packed_from_stored, pool_digest, stored_pool
 from prme_core.receipts.projection import packed_projection, scope_key
@@ -22,12 +22,31 @@ from prme_core.storage.base import Store
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.storage.sql import PROJECTION_HEADER_COLUMNS
+from prme_core.types import from_epoch_us
 
 OP_RECEIPT = "retrieval_receipt"
 
 
 def receipt_operation_id(owner: str, request_id: UUID) -> str:
     return str(uuid5(NAMESPACE_URL, canonical_json(["prme:receipt:v1", owner, str(request_id)]).decode()))
+
+
+def retention_lock(owner: str) -> str:
+    """The lock a retention pass and every feedback write of an owner take."""
+    return f"prme:receipt-retention:{owner}"
+
+
+def refuse_if_dropped(tx: StoreSession, owner: str, request_id: str) -> None:
+    """Inside a feedback write: take the owner's retention lock and refuse a receipt whose pool
+    retention dropped (its labels could never be learned from)."""
+    tx.lock(retention_lock(owner))
+    dropped = tx.pool_dropped_at(owner, request_id)
+    if dropped is not None:
+        raise InvalidInput(
+            "request_id",
+            f"retrieval {request_id} had no feedback within the retention window, so its scored pool was dropped "
+            f"at {from_epoch_us(dropped).isoformat()}; feedback is taken only on retrievals inside the window",
+        )
 
 
 def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
@@ -126,10 +145,17 @@ def get_receipt(
     with store.transaction() as tx:
         op = tx.find_operation(owner, OP_RECEIPT, str(request_id))
         rows = list(tx.receipt_pool_rows(owner, [str(request_id)])) if op is not None and with_pool else []
+        dropped = tx.pool_dropped_at(owner, str(request_id)) if op is not None and with_pool and not rows else None
     if op is None:
         return None
     receipt = parse_receipt(op, owner)
     if with_pool and isinstance(receipt.pool, PoolSummary):
+        if not rows and dropped is not None:
+            raise MissingEvidence(
+                f"receipt {request_id} had no feedback within the retention window and its scored pool was dropped "
+                f"at {from_epoch_us(dropped).isoformat()}; read it without with_pool (it still verifies and replays "
+                "its returned list exactly)"
+            )
         packed = _verified_pool(rows[0] if rows else None, str(request_id), op.checksum, receipt.pool.sha256)
         try:
             receipt.attach_pool(packed)

@@ -265,3 +265,28 @@ CREATE TRIGGER deletions_append_only BEFORE UPDATE OR DELETE ON deletions
 """,
     ),
 )
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        8,
+        "receipt retention: when the pool of a receipt without feedback was dropped (its JSON, checksum and "
+        "projection stay); on PostgreSQL the append-only guard lets a retention transaction clear a pool",
+        """
+ALTER TABLE receipt_projections ADD COLUMN pool_dropped_us BIGINT;
+""",
+        postgresql_extra="""
+CREATE OR REPLACE FUNCTION prme_refuse_change() RETURNS trigger AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('prme.erasing', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'receipt_projections'
+       AND current_setting('prme.compacting', true) = 'on' THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'table % is append-only: rows are never updated or deleted', TG_TABLE_NAME;
+END
+$$ LANGUAGE plpgsql;
+""",
+    ),
+)
