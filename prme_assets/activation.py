@@ -2,6 +2,14 @@
 every gate of that exact partition and materialization pass; operator jobs to deactivate and
 roll back.
 
+The three jobs are partitioned like the learning assets: each run is for one partition (the
+sensor requests it with ``partition_key``; an operator picks it in the launchpad), so the run
+carries ``dagster/partition`` and the partition's runs list its pointer changes. Each pointer
+change is a materialization of ``active_ranking_profile`` for that partition (what serves now,
+what served before, the pointer's version, the active profile's evidence and the run that
+learned it, profiles as links to the HTTP API); a rerun that changed nothing is an observation
+of it. The asset is reported by these jobs, never computed by a learning run.
+
 The activation change id derives from the profile id, so a rerun of the job is an exact retry:
 it records nothing and says so. A profile that served a partition before and was deactivated or
 rolled back away since is never activated again by this job or its sensor (an operator's change
@@ -11,13 +19,18 @@ compare-and-set in the domain store, so even concurrent ad-hoc runs cannot both 
 """
 
 import bisect
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
-from prme_assets.check_records import latest_checks, latest_materialization
+from prme_assets.check_records import latest_checks, latest_materialization, materialization_of
 from prme_assets.checks import GATE_CHECKS
+from prme_assets.metadata import BASE_SCORING, profile_link, stage_link
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
-from prme_assets.resources import STORE_POOL, PrmeStoreResource
+from prme_assets.resources import STORE_POOL, PrmeStoreResource, api_url_from_env
+from prme_assets.stage import GROUP
+from prme_core.engine import MemoryClient
 from prme_core.errors import ReactivationRefused
 from prme_core.learning.stages import activation_change_id
 from prme_core.profiles import registry as profiles
@@ -25,11 +38,96 @@ from prme_core.profiles.model import RankingProfileState
 from prme_core.profiles.verdicts import runtime_verdict
 
 ACTIVATION_TAG = "prme/activation_target"
+ACTIVE_PROFILE = "active_ranking_profile"
+
+active_ranking_profile = dg.AssetSpec(
+    ACTIVE_PROFILE,
+    deps=["candidate_profile"],
+    partitions_def=LEARNING_TARGETS,
+    group_name=GROUP,
+    kinds={"python"},
+    description="The ranking profile that serves each (owner, scope set) now, or base scoring. "
+    "Reported by activate_profile_job, deactivate_profile_job and rollback_profile_job: a "
+    "materialization per pointer change (active and previous profile, pointer version, the "
+    "active profile's evidence and the run that learned it); an observation when a rerun changed "
+    "nothing. Never computed by a learning run.",
+)
 
 
 class ActivationConfig(dg.Config):
-    partition_key: str
     profile_id: str
+    partition_key: str = ""
+    """Empty: the run's partition. A run launched without a partition acts on this one."""
+
+
+def _partition(context: dg.OpExecutionContext, configured: str) -> str:
+    """The partition a pointer job acts on: the run's (the sensor's request, the launchpad's
+    choice), else the configured key for a run launched without one; the two must agree."""
+    run = context.partition_key if context.has_partition_key else ""
+    if run and configured and run != configured:
+        raise dg.Failure(f"this run is for partition {run!r}, but its config names {configured!r}")
+    if not (run or configured):
+        raise dg.Failure("no partition: launch the run for one partition (owner::scopes)")
+    return run or configured
+
+
+def _text_id(profile_id: Any) -> str:
+    return str(profile_id) if profile_id else BASE_SCORING
+
+
+def _evidence(
+    instance: dg.DagsterInstance, client: MemoryClient, partition: str, owner: str, profile_id: Any
+) -> dict[str, Any]:
+    """The active profile's decision evidence: its gains and report checksums, and a link to the
+    run whose gates allowed it (the candidate_profile materialization that created it)."""
+    status = client.get_ranking_profile(str(profile_id), owner)
+    if status is None:
+        return {}
+    profile = status.profile
+    learned = materialization_of(instance, "candidate_profile", partition, key="profile_id", value=str(profile_id))
+    return {
+        "offline_gain": profile.proposal.validation_ndcg_gain,
+        "holdout_gain": profile.holdout.ndcg_gain,
+        "holdout_groups": profile.holdout.coverage.query_groups,
+        "proposal_input_checksum": profile.proposal.input_checksum,
+        "holdout_input_checksum": profile.holdout.input_checksum,
+        "profile_created_at": profile.created_at.isoformat(),
+        "candidate_profile": stage_link("candidate_profile"),
+        **({"learned_in_run": dg.MetadataValue.dagster_run(learned.run_id)} if learned else {}),
+    }
+
+
+def pointer_event(
+    context: dg.OpExecutionContext, client: MemoryClient, partition: str, state: RankingProfileState
+) -> dg.AssetMaterialization | dg.AssetObservation:
+    """``active_ranking_profile`` of the partition after a pointer change: a materialization, or
+    an observation of the pointer as it is when the change was already recorded (nothing changed)."""
+    owner, scopes = decode_target(partition)
+    in_force = state.superseded_by or state
+    api_url = api_url_from_env()
+    metadata: dict[str, Any] = {
+        "active_profile_id": _text_id(in_force.active_profile_id),
+        "active_profile": profile_link(in_force.active_profile_id, api_url),
+        "previous_profile_id": _text_id(in_force.previous_profile_id),
+        "previous_profile": profile_link(in_force.previous_profile_id, api_url),
+        "action": in_force.action,
+        "change_id": str(in_force.change_id),
+        "changed_at": in_force.changed_at.isoformat(),
+        "pointer_version": len(client.ranking_profile_history(owner, scopes)),
+    }
+    if in_force.active_profile_id:
+        metadata.update(_evidence(context.instance, client, partition, owner, in_force.active_profile_id))
+    serving = _text_id(in_force.active_profile_id)
+    if state.replayed:
+        return dg.AssetObservation(
+            ACTIVE_PROFILE,
+            partition=partition,
+            description=f"already recorded, nothing changed: {serving} serves",
+            metadata={"no_op_rerun": True, **metadata},
+        )
+    return dg.AssetMaterialization(
+        ACTIVE_PROFILE, partition=partition, description=f"{in_force.action}: {serving} serves", metadata=metadata
+    )
 
 
 def _pointer_change_metadata(
@@ -64,7 +162,7 @@ def _pointer_change_metadata(
 )
 def activate_profile_op(
     context: dg.OpExecutionContext, config: ActivationConfig, prme_store: PrmeStoreResource
-) -> dg.Output[dict]:
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[dict]]:
     """Activate a sensor-approved profile: idempotent for retries of the same decision, and never
     undoing an operator's change.
 
@@ -73,7 +171,8 @@ def activate_profile_op(
     deactivated or rolled back away since, the run fails with that reason and activates nothing:
     serving it again is a deliberate ``rollback_profile_job`` with its profile id.
     """
-    owner, scopes = decode_target(config.partition_key)
+    partition = _partition(context, config.partition_key)
+    owner, scopes = decode_target(partition)
     with prme_store.client() as client:
         status = client.get_ranking_profile(config.profile_id, owner)  # loading re-validates the evidence
         if status is None:
@@ -94,13 +193,19 @@ def activate_profile_op(
             raise dg.Failure(
                 description=str(exc), metadata={"profile_id": str(profile.profile_id), "outcome": "refused"}
             ) from None
-    return dg.Output(
+        event = pointer_event(context, client, partition, state)
+    yield event
+    yield dg.Output(
         {"profile_id": str(profile.profile_id), "change_id": str(state.change_id)},
         metadata={"profile_id": str(profile.profile_id), **_pointer_change_metadata(context, state, done="activated")},
     )
 
 
-@dg.job(tags={"prme/kind": "activation"}, description="Activate one candidate profile (launched by the sensor).")
+@dg.job(
+    partitions_def=LEARNING_TARGETS,
+    tags={"prme/kind": "activation"},
+    description="Activate one candidate profile of one partition (launched by the sensor).",
+)
 def activate_profile_job():
     activate_profile_op()
 
@@ -184,11 +289,13 @@ def activation_request(
         run_key=f"activate:{partition}:{profile_id}:{materialization.storage_id}",
         run_config={"ops": {"activate_profile_op": {"config": {"partition_key": partition, "profile_id": profile_id}}}},
         tags={ACTIVATION_TAG: partition},
+        partition_key=partition,
     )
 
 
 class DeactivationConfig(dg.Config):
-    partition_key: str
+    partition_key: str = ""
+    """Empty: the run's partition."""
     expected_profile_id: str = ""
     """Fail unless this profile is the active one (empty: don't check)."""
     change_id: str = ""
@@ -196,23 +303,33 @@ class DeactivationConfig(dg.Config):
 
 
 @dg.op(pool=STORE_POOL, description="Return a partition to base scoring (a recorded state).")
-def deactivate_profile_op(context: dg.OpExecutionContext, config: DeactivationConfig, prme_store: PrmeStoreResource):
-    owner, scopes = decode_target(config.partition_key)
+def deactivate_profile_op(
+    context: dg.OpExecutionContext, config: DeactivationConfig, prme_store: PrmeStoreResource
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[None]]:
+    partition = _partition(context, config.partition_key)
+    owner, scopes = decode_target(partition)
     kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
     with prme_store.client() as client:
         state = client.deactivate_ranking_profile(
             owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(_pointer_change_metadata(context, state, done="deactivated"))
+        event = pointer_event(context, client, partition, state)
+    yield event
+    yield dg.Output(None, metadata=_pointer_change_metadata(context, state, done="deactivated"))
 
 
-@dg.job(tags={"prme/kind": "deactivation"}, description="Operator job: deactivate the profile of one partition.")
+@dg.job(
+    partitions_def=LEARNING_TARGETS,
+    tags={"prme/kind": "deactivation"},
+    description="Operator job: deactivate the profile of one partition.",
+)
 def deactivate_profile_job():
     deactivate_profile_op()
 
 
 class RollbackConfig(dg.Config):
-    partition_key: str
+    partition_key: str = ""
+    """Empty: the run's partition."""
     profile_id: str = ""
     """An earlier profile of this partition; empty rolls back to base scoring."""
     expected_profile_id: str = ""
@@ -220,16 +337,25 @@ class RollbackConfig(dg.Config):
 
 
 @dg.op(pool=STORE_POOL, description="Point a partition at an earlier profile, or at base scoring.")
-def rollback_profile_op(context: dg.OpExecutionContext, config: RollbackConfig, prme_store: PrmeStoreResource):
-    owner, scopes = decode_target(config.partition_key)
+def rollback_profile_op(
+    context: dg.OpExecutionContext, config: RollbackConfig, prme_store: PrmeStoreResource
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[None]]:
+    partition = _partition(context, config.partition_key)
+    owner, scopes = decode_target(partition)
     kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
     with prme_store.client() as client:
         state = client.rollback_ranking_profile(
             config.profile_id or None, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
         )
-    context.add_output_metadata(_pointer_change_metadata(context, state, done="rolled_back"))
+        event = pointer_event(context, client, partition, state)
+    yield event
+    yield dg.Output(None, metadata=_pointer_change_metadata(context, state, done="rolled_back"))
 
 
-@dg.job(tags={"prme/kind": "rollback"}, description="Operator job: roll one partition back.")
+@dg.job(
+    partitions_def=LEARNING_TARGETS,
+    tags={"prme/kind": "rollback"},
+    description="Operator job: roll one partition back.",
+)
 def rollback_profile_job():
     rollback_profile_op()

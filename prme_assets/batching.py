@@ -41,7 +41,7 @@ from prme_assets.evidence_io import store_evidence
 from prme_assets.gate_table import Evidence, gate
 from prme_assets.holdout import holdout_output
 from prme_assets.metadata import markdown_table
-from prme_assets.outcome import PREFIX, outcome_tags
+from prme_assets.outcome import PREFIX, Decided, outcome_tags
 from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.profile import profile_output
 from prme_assets.proposal import proposal_output
@@ -50,7 +50,6 @@ from prme_assets.snapshot import snapshot_output
 from prme_assets.split import split_output
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput, PrmeError
-from prme_core.learning import verdicts
 from prme_core.learning.snapshot import load_snapshot
 
 BATCH_JOB = "prme_learning_batch_job"
@@ -77,8 +76,8 @@ class PartitionOutcome:
         return self.facts.get("outcome", "")
 
     @classmethod
-    def of(cls, partition: str, gate: str, verdict: verdicts.Verdict, profile_id: str = "") -> "PartitionOutcome":
-        tags = outcome_tags(gate, verdict, profile_id=profile_id)
+    def of(cls, partition: str, decided: Decided, profile_id: str = "") -> "PartitionOutcome":
+        tags = outcome_tags(decided.gate, decided.verdict, profile_id=profile_id, label=decided.label)
         return cls(partition, {k.removeprefix(PREFIX): v for k, v in tags.items() if v})
 
 
@@ -86,8 +85,7 @@ class PartitionOutcome:
 class _Stop:
     """The gate that stopped a partition, and its verdict."""
 
-    gate: str
-    verdict: verdicts.Verdict
+    decided: Decided
 
 
 class LearningBatchConfig(dg.Config):
@@ -113,11 +111,11 @@ def _gates(
     expected "no"."""
     decided = []
     for spec in _GATE_SPECS.get(asset, []):
-        verdict = gate(spec.name).verdict(evidence, client)
-        decided.append((spec.name, verdict))
-        yield check_evaluation(instance, spec.key, partition, gate_result(verdict), blocking=spec.blocking)
+        d = gate(spec.name).decided(evidence, client)
+        decided.append(d)
+        yield check_evaluation(instance, spec.key, partition, gate_result(d), blocking=spec.blocking)
     for kind in ("integrity_failure", "expected_no"):
-        stop = next((_Stop(name, v) for name, v in decided if v.outcome == kind), None)
+        stop = next((_Stop(d) for d in decided if d.verdict.outcome == kind), None)
         if stop is not None:
             yield stop
             return
@@ -158,12 +156,12 @@ def learn_partition(
             snapshot = load_snapshot(store, output.value)  # verified once, read by split and proposal
         for item in _gates(instance, client, asset, partition, evidence):
             if isinstance(item, _Stop):
-                yield PartitionOutcome.of(partition, item.gate, item.verdict)
+                yield PartitionOutcome.of(partition, item.decided)
                 return
             yield item
     profile_id = str(evidence["candidate_profile"].profile_id)
-    holdout = gate("holdout_gate_passed").verdict(evidence, client)
-    yield PartitionOutcome.of(partition, "holdout_gate_passed", holdout, profile_id=profile_id)
+    holdout = gate("holdout_gate_passed").decided(evidence, client)
+    yield PartitionOutcome.of(partition, holdout, profile_id=profile_id)
 
 
 def _checked_keys(instance: dg.DagsterInstance, keys: Sequence[str]) -> list[str]:
@@ -180,18 +178,31 @@ def _checked_keys(instance: dg.DagsterInstance, keys: Sequence[str]) -> list[str
     return list(keys)
 
 
+OUTCOME_KINDS = ("passed", "expected_no", "integrity_failure", "error")
+
+
+def _gain(facts: dict[str, str]) -> str:
+    return f"{float(facts['gain']):+.3f}" if facts.get("gain") else ""
+
+
 def _summary(outcomes: list[PartitionOutcome]) -> dict[str, Any]:
     counts = Counter(o.outcome for o in outcomes)
     rows = [
-        [o.partition, o.outcome, o.facts.get("stopped_by", ""), o.facts.get("decision", ""), o.facts.get("gain", "")]
-        for o in outcomes
+        [o.partition, o.outcome, o.facts.get("summary") or o.facts.get("reason", ""), _gain(o.facts)] for o in outcomes
     ]
     return {
         "partitions": len(outcomes),
-        **{kind: counts.get(kind, 0) for kind in ("passed", "expected_no", "integrity_failure", "error")},
-        "outcomes": markdown_table(["partition", "outcome", "stopped by", "decision", "gain"], rows),
+        **{kind: counts.get(kind, 0) for kind in OUTCOME_KINDS},
+        "outcomes": markdown_table(["partition", "outcome", "decision", "gain"], rows),
         "outcome_facts": dg.MetadataValue.json({o.partition: o.facts for o in outcomes}),
     }
+
+
+def batch_tags(summary: dict[str, Any]) -> dict[str, str]:
+    """A batch run's two result tags: how many partitions it learned, and how they ended
+    (``1 passed, 2 expected_no, 1 integrity_failure``); the table is in the step's metadata."""
+    ended = ", ".join(f"{summary[kind]} {kind}" for kind in OUTCOME_KINDS if summary[kind])
+    return {"prme/batch_partitions": str(summary["partitions"]), "prme/batch_outcome": ended or "none"}
 
 
 @dg.op(
@@ -222,24 +233,15 @@ def learn_partitions(
             outcomes.append(PartitionOutcome(partition, {"outcome": "error", "reason": f"{type(exc).__name__}: {exc}"}))
         last = outcomes[-1]
         context.log.info(
-            f"{partition}: {last.outcome}"
-            + (f" (stopped by {last.facts['stopped_by']})" if "stopped_by" in last.facts else "")
+            f"{partition}: {last.outcome}" + (f" ({last.facts['summary']})" if last.facts.get("stopped_by") else "")
         )
     summary = _summary(outcomes)
-    context.instance.add_run_tags(
-        context.run_id,
-        {
-            f"prme/batch_{k}": str(summary[k])
-            for k in ("partitions", "passed", "expected_no", "integrity_failure", "error")
-        },
-    )
+    context.instance.add_run_tags(context.run_id, batch_tags(summary))
     failed = [o for o in outcomes if o.outcome in ("integrity_failure", "error")]
     if failed:
         raise dg.Failure(
             description=f"{len(failed)} of {len(outcomes)} partitions failed (the others were learned): "
-            + ", ".join(
-                f"{o.partition} ({o.facts.get('stopped_by') or o.facts.get('reason', '')})" for o in failed[:10]
-            ),
+            + ", ".join(f"{o.partition} ({o.facts.get('summary') or o.facts.get('reason', '')})" for o in failed[:10]),
             metadata=summary,
         )
     yield dg.Output(None, metadata=summary)

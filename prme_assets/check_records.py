@@ -1,5 +1,6 @@
-"""Reading the latest partitioned check results and materializations, and writing a partition's check
-evaluation from the batched learning job (Dagster's semi-internal event-log API is touched here only)."""
+"""Reading the latest partitioned check results and materializations, writing a partition's check
+evaluation from the batched learning job, and restating the results of checks a run skipped
+(Dagster's semi-internal event-log API is touched here only)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,22 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str, partition: 
     return MaterializationState(record.run_id, record.storage_id, metadata)
 
 
+def materialization_of(
+    instance: dg.DagsterInstance, asset: str, partition: str, *, key: str, value: str, limit: int = 50
+) -> MaterializationState | None:
+    """The newest of the partition's last ``limit`` materializations of ``asset`` whose metadata
+    ``key`` is ``value`` (the run that created a given profile, say), or None."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=limit
+    ).records
+    for record in records:
+        event = record.asset_materialization
+        metadata = {k: v.value for k, v in (event.metadata if event else {}).items()}
+        if metadata.get(key) == value:
+            return MaterializationState(record.run_id, record.storage_id, metadata)
+    return None
+
+
 def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]], partition: str) -> list[CheckState]:
     """The newest result of each (asset, check) for one partition; a missing result counts as failed."""
     keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, name in checks]
@@ -54,6 +71,60 @@ def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]
         evaluation = record.event.asset_check_evaluation if record.event else None
         states.append(CheckState(key.name, passed and bool(evaluation and evaluation.passed), record.run_id, evaluated))
     return states
+
+
+RESTATE_HISTORY = 20
+"""Evaluations of one check and partition searched for the one of the current materialization."""
+
+
+def restated_evaluations(
+    instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]], partition: str, *, because: str
+) -> list[dg.AssetCheckEvaluation]:
+    """For checks this run planned but skips (a stage declined): the result each check had for
+    the materialization the partition still holds, restated, with the run that evaluated it.
+
+    A planned check that never runs reads "Skipped" in the UI for its partition, even where the
+    asset's current materialization (an active profile, say) passed it in an earlier run. Each
+    restatement names that run (``evaluated_in_run``) and why this run did not re-check
+    (``restated_because``); it targets the same materialization, so it says nothing about
+    anything newer, and it is not blocking. A check whose asset has no materialization for the
+    partition, or no evaluation of it, stays skipped.
+    """
+    out = []
+    for asset, name in checks:
+        current = latest_materialization(instance, asset, partition)
+        if current is None:
+            continue
+        key = dg.AssetCheckKey(dg.AssetKey(asset), name)
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            key,
+            limit=RESTATE_HISTORY,
+            status={AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED},
+            partition_filter=PartitionKeyFilter(key=partition),
+        )
+        for record in history:
+            evaluation = record.event.asset_check_evaluation if record.event else None
+            target = evaluation.target_materialization_data if evaluation else None
+            if evaluation is not None and target is not None and target.storage_id == current.storage_id:
+                break
+        else:
+            continue
+        metadata = {"evaluated_in_run": dg.MetadataValue.dagster_run(record.run_id), **evaluation.metadata}
+        metadata["restated_because"] = dg.MetadataValue.text(because)
+        out.append(
+            dg.AssetCheckEvaluation(
+                asset_key=key.asset_key,
+                check_name=name,
+                passed=evaluation.passed,
+                metadata=metadata,
+                target_materialization_data=target,
+                severity=evaluation.severity,
+                description=evaluation.description,
+                blocking=False,
+                partition=partition,
+            )
+        )
+    return out
 
 
 def check_evaluation(

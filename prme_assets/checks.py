@@ -1,11 +1,12 @@
 """All gates: blocking, partitioned asset checks that only enforce ``prme_core`` verdicts.
 
 Every check returns a result (a gate that cannot be evaluated fails), with the facts of its
-verdict, ``outcome`` and ``reason`` as metadata. An integrity failure is an ERROR-severity
-failure: the step fails, the partition's downstream stages do not run, the run fails, and the run
-is tagged with the outcome. An expected "no" (not enough evidence, no improvement) is a WARN
-failure: still ``passed=False`` for the activation sensor, while the next stage declines and
-the run ends successfully with the later stages skipped (``prme_assets.outcome``).
+verdict, ``outcome``, ``summary`` and ``reason`` as metadata, and each profile it names as a link
+to the HTTP API route that serves it. An integrity failure is an ERROR-severity failure: the
+step fails, the partition's downstream stages do not run, the run fails, and the run records the
+outcome. An expected "no" (not enough evidence, no improvement) is a WARN failure: a warning in
+the UI, still ``passed=False`` for the activation sensor, while the next stage declines and the
+run ends successfully with the later stages skipped (``prme_assets.outcome``).
 """
 
 import inspect
@@ -15,32 +16,43 @@ import dagster as dg
 
 from prme_assets.gate_table import GATE_TABLE, Gate
 from prme_assets.holdout import full_retrieval_holdout
-from prme_assets.metadata import facts
-from prme_assets.outcome import record_outcome, severity
+from prme_assets.metadata import facts, profile_links
+from prme_assets.outcome import Decided, record_outcome, severity
 from prme_assets.partitions import LEARNING_TARGETS
 from prme_assets.profile import candidate_profile
 from prme_assets.proposal import ranking_proposal
-from prme_assets.resources import STORE_POOL, PrmeStoreResource
+from prme_assets.resources import STORE_POOL, PrmeStoreResource, api_url_from_env
 from prme_assets.split import query_split
-from prme_core.learning import verdicts
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary
 from prme_core.profiles.model import RankingProfile
 
 
-def result(context: dg.AssetCheckExecutionContext, verdict: verdicts.Verdict) -> dg.AssetCheckResult:
-    if verdict.outcome == "integrity_failure":
-        record_outcome(context, context.check_specs[0].name, verdict)
-    return gate_result(verdict)
+def result(context: dg.AssetCheckExecutionContext, decided: Decided) -> dg.AssetCheckResult:
+    if decided.verdict.outcome == "integrity_failure":
+        record_outcome(context, decided)
+    return gate_result(decided)
 
 
-def gate_result(verdict: verdicts.Verdict) -> dg.AssetCheckResult:
-    """A verdict as a check result (the batched learning job records the same, per partition)."""
+def gate_result(decided: Decided) -> dg.AssetCheckResult:
+    """A gate's verdict as a check result (the batched learning job records the same, per
+    partition): WARN when it is an expected "no", ERROR for an integrity failure."""
+    verdict = decided.verdict
     return dg.AssetCheckResult(
         passed=verdict.passed,
         severity=severity(verdict),
         description=verdict.description,
-        metadata=facts({**verdict.facts, "outcome": verdict.outcome, "reason": verdict.description}),
+        metadata={
+            **facts(
+                {
+                    **verdict.facts,
+                    "outcome": verdict.outcome,
+                    "summary": decided.summary,
+                    "reason": verdict.description,
+                }
+            ),
+            **profile_links(verdict.facts, api_url_from_env()),
+        },
     )
 
 
@@ -67,9 +79,9 @@ def _check(spec: Gate) -> dg.AssetChecksDefinition:
     def check(context: dg.AssetCheckExecutionContext, **inputs: Any) -> dg.AssetCheckResult:
         store: PrmeStoreResource | None = inputs.pop("prme_store", None)
         if store is None:
-            return result(context, spec.verdict(inputs))
+            return result(context, spec.decided(inputs))
         with store.client() as client:
-            return result(context, spec.verdict(inputs, client))
+            return result(context, spec.decided(inputs, client))
 
     check.__signature__ = inspect.Signature(params, return_annotation=dg.AssetCheckResult)  # type: ignore[attr-defined]
     check.__name__ = check.__qualname__ = spec.name

@@ -1,4 +1,5 @@
-"""The production code location: the learning pipeline's assets, gate checks, jobs, sensors and
+"""The production code location: the learning pipeline's assets (the five stages, and
+``active_ranking_profile``, which the pointer jobs report), gate checks, jobs, sensors and
 schedule, and their resources. The LoCoMo demo is a code location of its own
 (``prme_assets.demo.definitions``)."""
 
@@ -6,6 +7,7 @@ import dagster as dg
 
 from prme_assets.activation import (
     activate_profile_job,
+    active_ranking_profile,
     deactivate_profile_job,
     profile_activation_sensor,
     rollback_profile_job,
@@ -31,7 +33,7 @@ __all__ = ["FORKSERVER_START", "LEARNING_ASSETS", "build_definitions", "defs"]
 def build_definitions(resources: dict | None = None, orchestration: Orchestration | None = None) -> dg.Definitions:
     orchestration = orchestration or Orchestration()
     return dg.Definitions(
-        assets=list(LEARNING_ASSETS),
+        assets=[*LEARNING_ASSETS, active_ranking_profile],
         asset_checks=list(GATES),
         jobs=[learning_job, learning_batch_job, activate_profile_job, deactivate_profile_job, rollback_profile_job],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from prme_assets.outcome import Decided
 from prme_core.engine import MemoryClient
 from prme_core.learning import verdicts
 from prme_core.learning.verdicts import Verdict
@@ -40,6 +41,9 @@ STAGE_INPUTS: dict[str, tuple[str, ...]] = {
 class Gate:
     name: str
     """The asset check's name (an assertion: ``offline_gate_passed``)."""
+    label: str
+    """What a sentence calls it (``offline gate``): a refusal reads ``offline gate refused:
+    no_improvement``, never by the check's name, which reads as if it had passed."""
     stage: str
     """The stage output it checks."""
     reads: tuple[str, ...]
@@ -58,6 +62,10 @@ class Gate:
             raise ValueError(f"gate {self.name} reads the store; pass a client")
         return self.decide(evidence, client)
 
+    def decided(self, evidence: Evidence, client: MemoryClient | None = None) -> Decided:
+        """The verdict with the gate's name and label (what outcomes and refusals are written from)."""
+        return Decided(self.name, self.label, self.verdict(evidence, client))
+
 
 def _active_profile_id(client: MemoryClient, profile: Any) -> Any:
     active = client.get_active_ranking_profile(profile.owner, profile.scopes)
@@ -67,6 +75,7 @@ def _active_profile_id(client: MemoryClient, profile: Any) -> Any:
 GATE_TABLE: tuple[Gate, ...] = (
     Gate(
         "coverage_sufficient",
+        "coverage gate",
         "query_split",
         ("query_split",),
         "Enough independent training and validation query groups.",
@@ -74,6 +83,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "baseline_replay_exact",
+        "baseline replay check",
         "query_split",
         ("query_split",),
         "Every judged candidate replays at unity to exactly its recorded score.",
@@ -81,6 +91,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "offline_gate_passed",
+        "offline gate",
         "ranking_proposal",
         ("ranking_proposal",),
         "NDCG gain ≥ minimum over the validation and cross-fitted training groups, one-sided sign-flip "
@@ -89,6 +100,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "holdout_gate_passed",
+        "holdout gate",
         "full_retrieval_holdout",
         ("full_retrieval_holdout",),
         "Holdout NDCG gain ≥ minimum, sign-flip p ≤ the level this look may spend of the budget, no "
@@ -97,6 +109,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "holdout_memory_unchanged",
+        "holdout memory check",
         "full_retrieval_holdout",
         ("full_retrieval_holdout",),
         "The owner's memory digest was identical before and after the pairs.",
@@ -104,6 +117,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "profile_evidence_bound",
+        "evidence binding check",
         "candidate_profile",
         ("candidate_profile", "ranking_proposal", "full_retrieval_holdout"),
         "The profile embeds exactly the gated reports and its holdout baseline still serves the scope set (not stale).",
@@ -117,6 +131,7 @@ GATE_TABLE: tuple[Gate, ...] = (
     ),
     Gate(
         "runtime_compatible",
+        "runtime compatibility check",
         "candidate_profile",
         ("candidate_profile",),
         "The recorded feature identity and base scoring match the running pipeline.",
@@ -149,15 +164,25 @@ def guards(stage: str) -> tuple[Gate, ...]:
     return tuple(g for g in GATE_TABLE if g.stage in inputs)
 
 
-def guard_verdicts(stage: str, evidence: Evidence, client: MemoryClient | None = None) -> list[tuple[str, Verdict]]:
-    """(gate, verdict) of every guard of ``stage``, re-derived from its inputs."""
-    return [(g.name, g.verdict(evidence, client)) for g in guards(stage)]
+def guard_verdicts(stage: str, evidence: Evidence, client: MemoryClient | None = None) -> list[Decided]:
+    """The verdict of every guard of ``stage``, re-derived from its inputs."""
+    return [g.decided(evidence, client) for g in guards(stage)]
+
+
+def checks_from(stage: str) -> tuple[tuple[str, str], ...]:
+    """(asset, check) of every gate on ``stage`` and on the stages after it: the checks a run
+    skips when ``stage`` declines."""
+    first = STAGES.index(stage)
+    return tuple((g.stage, g.name) for g in GATE_TABLE if STAGES.index(g.stage) >= first)
 
 
 def _check_table() -> None:
     names = [g.name for g in GATE_TABLE]
     if len(set(names)) != len(names):
         raise RuntimeError(f"gate names repeat in GATE_TABLE: {names}")
+    labels = [g.label for g in GATE_TABLE]
+    if len(set(labels)) != len(labels) or not all(labels):
+        raise RuntimeError(f"every gate needs its own label: {labels}")
     for g in GATE_TABLE:
         if g.stage not in STAGES or g.reads[0] != g.stage or not set(g.reads) <= set(STAGES):
             raise RuntimeError(f"gate {g.name}: its stage and reads must be stages, the checked one first")

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from prme_assets.gate_table import guard_verdicts
-from prme_assets.metadata import markdown_table
+from prme_assets.check_records import restated_evaluations
+from prme_assets.gate_table import checks_from, guard_verdicts
+from prme_assets.metadata import markdown_table, profile_link, stage_link
 from prme_assets.outcome import refusal
-from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.resources import LearningPolicyResource, PrmeStoreResource, api_url_from_env
 from prme_assets.stage import stage_asset
 from prme_core.engine import MemoryClient
 from prme_core.learning.full_retrieval import FullRetrievalEvaluationConfig
@@ -48,8 +49,12 @@ def full_retrieval_holdout(
     ranking_proposal: LearningEvaluation,
     prme_store: PrmeStoreResource,
     learning_policy: LearningPolicyResource,
-) -> Iterator[dg.Output[HoldoutOutcome]]:
-    if refusal(context, guard_verdicts("full_retrieval_holdout", {"ranking_proposal": ranking_proposal})):
+) -> Iterator[dg.AssetCheckEvaluation | dg.Output[HoldoutOutcome]]:
+    refused = refusal(context, guard_verdicts("full_retrieval_holdout", {"ranking_proposal": ranking_proposal}))
+    if refused:
+        yield from restated_evaluations(
+            context.instance, checks_from("full_retrieval_holdout"), context.partition_key, because=refused.summary
+        )
         return
     gate = learning_policy.holdout_config(
         k=config.k,
@@ -78,6 +83,8 @@ def holdout_output(
         "status": outcome.status,
         "proposal_input_checksum": outcome.proposal_input_checksum,
         "baseline_profile_id": str(outcome.baseline_profile_id) if outcome.baseline_profile_id else "unity",
+        "baseline_profile": profile_link(outcome.baseline_profile_id, api_url_from_env()),
+        "proposal": stage_link("ranking_proposal"),
         "memory_before": outcome.memory_before or "—",
         "memory_after": outcome.memory_after or "—",
     }

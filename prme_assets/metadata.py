@@ -7,6 +7,9 @@ import dagster as dg
 from prme_core.learning.proposal import LearningEvaluation
 
 MAX_TABLE_ROWS = 25
+BASE_SCORING = "base scoring"
+PROFILE_ROUTE = "/v1/profiles/"
+"""The HTTP API route that serves one ranking profile (with its evidence and status)."""
 
 
 def value(v: Any) -> Any:
@@ -24,6 +27,29 @@ def value(v: Any) -> Any:
 
 def facts(mapping: dict[str, Any]) -> dict[str, Any]:
     return {k: value(v) for k, v in mapping.items()}
+
+
+def profile_link(profile_id: Any, api_url: str) -> dg.MetadataValue:
+    """A profile as a link to the HTTP API route that serves it (open it with an operator key of
+    its owner), or "base scoring" when there is none."""
+    if not profile_id:
+        return dg.MetadataValue.text(BASE_SCORING)
+    return dg.MetadataValue.url(f"{api_url.rstrip('/')}{PROFILE_ROUTE}{profile_id}")
+
+
+def profile_links(mapping: dict[str, Any], api_url: str) -> dict[str, dg.MetadataValue]:
+    """A link beside each ``*profile_id`` that names a profile: ``baseline_profile_id`` gets
+    ``baseline_profile``."""
+    return {
+        key.removesuffix("_id"): profile_link(v, api_url)
+        for key, v in mapping.items()
+        if key.endswith("profile_id") and v and v != BASE_SCORING
+    }
+
+
+def stage_link(asset: str) -> dg.MetadataValue:
+    """A link to a stage's asset (its partitions list every materialization with its evidence)."""
+    return dg.MetadataValue.asset(dg.AssetKey(asset))
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> dg.MetadataValue:

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from prme_assets.gate_table import guard_verdicts
+from prme_assets.check_records import restated_evaluations
+from prme_assets.gate_table import checks_from, guard_verdicts
+from prme_assets.metadata import BASE_SCORING, profile_link, stage_link
 from prme_assets.outcome import record_outcome, refusal
-from prme_assets.resources import PrmeStoreResource
+from prme_assets.resources import PrmeStoreResource, api_url_from_env
 from prme_assets.stage import stage_asset
 from prme_core.engine import MemoryClient
 from prme_core.learning.proposal import LearningEvaluation
@@ -30,15 +32,19 @@ def candidate_profile(
     ranking_proposal: LearningEvaluation,
     full_retrieval_holdout: HoldoutOutcome,
     prme_store: PrmeStoreResource,
-) -> Iterator[dg.Output[RankingProfile]]:
+) -> Iterator[dg.AssetCheckEvaluation | dg.Output[RankingProfile]]:
     evidence = {"ranking_proposal": ranking_proposal, "full_retrieval_holdout": full_retrieval_holdout}
     guarded = guard_verdicts("candidate_profile", evidence)
-    if refusal(context, guarded):
+    refused = refusal(context, guarded)
+    if refused:
+        yield from restated_evaluations(
+            context.instance, checks_from("candidate_profile"), context.partition_key, because=refused.summary
+        )
         return
-    holdout_verdict = dict(guarded)["holdout_gate_passed"]
+    holdout = next(d for d in guarded if d.gate == "holdout_gate_passed")
     with prme_store.client() as client:
         output = profile_output(client, ranking_proposal, full_retrieval_holdout)
-    record_outcome(context, "holdout_gate_passed", holdout_verdict, profile_id=str(output.value.profile_id))
+    record_outcome(context, holdout, profile_id=str(output.value.profile_id))
     yield output
 
 
@@ -56,13 +62,18 @@ def profile_output(
         profile_id=candidate_profile_id(ranking_proposal, holdout),
         baseline_profile_id=full_retrieval_holdout.baseline_profile_id,
     )
+    api_url = api_url_from_env()
     return dg.Output(
         profile,
         metadata={
             "profile_id": str(profile.profile_id),
+            "profile": profile_link(profile.profile_id, api_url),
             "owner": profile.owner,
             "scopes": "+".join(profile.scopes),
-            "baseline_profile_id": str(profile.baseline_profile_id) if profile.baseline_profile_id else "base scoring",
+            "baseline_profile_id": str(profile.baseline_profile_id) if profile.baseline_profile_id else BASE_SCORING,
+            "baseline_profile": profile_link(profile.baseline_profile_id, api_url),
+            "proposal": stage_link("ranking_proposal"),
+            "holdout": stage_link("full_retrieval_holdout"),
             "proposal_input_checksum": ranking_proposal.input_checksum,
             "holdout_input_checksum": holdout.input_checksum,
             "profile_checksum": profile.checksum(),

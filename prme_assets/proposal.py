@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from prme_assets.gate_table import guard_verdicts
-from prme_assets.metadata import proposal_query_table
+from prme_assets.check_records import restated_evaluations
+from prme_assets.gate_table import checks_from, guard_verdicts
+from prme_assets.metadata import proposal_query_table, stage_link
 from prme_assets.outcome import refusal
 from prme_assets.partitions import decode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
@@ -35,8 +36,12 @@ def ranking_proposal(
     query_split: SplitSummary,
     prme_store: PrmeStoreResource,
     learning_policy: LearningPolicyResource,
-) -> Iterator[dg.Output[LearningEvaluation]]:
-    if refusal(context, guard_verdicts("ranking_proposal", {"query_split": query_split})):
+) -> Iterator[dg.AssetCheckEvaluation | dg.Output[LearningEvaluation]]:
+    refused = refusal(context, guard_verdicts("ranking_proposal", {"query_split": query_split}))
+    if refused:
+        yield from restated_evaluations(
+            context.instance, checks_from("ranking_proposal"), context.partition_key, because=refused.summary
+        )
         return
     with prme_store.client() as client:  # open while the fit reads recorded pools
         snapshot = load_snapshot(client.store, feedback_snapshot)
@@ -64,6 +69,8 @@ def proposal_output(
             "decision": report.decision,
             "input_checksum": report.input_checksum,
             "snapshot_sha256": report.snapshot_sha256,
+            "snapshot": stage_link("feedback_snapshot"),
+            "split": stage_link("query_split"),
             "split_groups": len(query_split.groups),
             "validation_ndcg_gain": report.validation_ndcg_gain if report.validation_ndcg_gain is not None else "—",
             "interval_low": interval[0] if interval[0] is not None else "—",

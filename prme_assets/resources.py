@@ -1,7 +1,8 @@
 """Resources, chosen from environment variables in this one place.
 
 ``PRME_STORE_URL`` selects the domain store (default: the embedded DuckDB file) and
-``PRME_EMBEDDING`` its semantic channel (``hashed``, the default, or ``minilm``); the
+``PRME_EMBEDDING`` its semantic channel (``hashed``, the default, or ``minilm``);
+``PRME_API_URL`` is where ``prme serve`` answers, which evidence links in metadata point at; the
 ``Orchestration`` variables pick the executor and the nightly schedule's cron and batch size. The learning
 policy (gate thresholds and fit parameters) is a resource so every asset and check of a run
 uses the same one; operators override it in run config, tests and the main job in code.
@@ -109,6 +110,17 @@ class LearningPolicyResource(dg.ConfigurableResource):
         values = {field: getattr(self, name) for field, name in HOLDOUT_FIELDS.items()}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return FullRetrievalEvaluationConfig(**values)
+
+
+API_URL_ENV = "PRME_API_URL"
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+"""Where ``prme serve`` listens by default."""
+
+
+def api_url_from_env() -> str:
+    """The HTTP API's base URL that metadata links to records point at (``PRME_API_URL``, else
+    ``prme serve``'s default address). Read when the metadata is written."""
+    return (os.environ.get(API_URL_ENV) or "").strip() or DEFAULT_API_URL
 
 
 def store_url_from_env() -> str:

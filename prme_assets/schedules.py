@@ -61,11 +61,7 @@ def learning_requests(
             dg.RunRequest(
                 run_key=f"learn-batch:{tick}:{digest}",
                 run_config=batch_run_config([p for p, _ in batch]),
-                tags={
-                    "prme/batch_first": batch[0][0],
-                    "prme/batch_last": batch[-1][0],
-                    "prme/batch_size": str(len(batch)),
-                },
+                tags={"prme/batch_size": str(len(batch))},  # the partitions are in its run config
             )
         )
     return requests

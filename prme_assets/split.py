@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from prme_assets.metadata import markdown_table
+from prme_assets.metadata import markdown_table, stage_link
 from prme_assets.partitions import decode_target
 from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
 from prme_assets.stage import stage_asset
@@ -37,6 +37,7 @@ def split_output(
         summary,
         metadata={
             "snapshot_sha256": summary.snapshot_sha256,
+            "snapshot": stage_link("feedback_snapshot"),
             "training_groups": c.training_queries,
             "validation_groups": c.validation_queries,
             "requests_with_pairs": c.requests_with_pairs,

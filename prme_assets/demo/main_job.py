@@ -139,6 +139,7 @@ def _activate(
     say(f"4/4 activating the profile of {result.partition} …")
     ran = job.execute_in_process(
         run_config={**request.run_config, **QUIET},
+        partition_key=request.partition_key,
         instance=instance,
         tags={**request.tags, **stop.run_tags},
         raise_on_error=False,

@@ -73,8 +73,19 @@ def test_one_batched_run_gates_each_partition_on_its_own(lab_url, instance, monk
         assert isinstance(activation_request(instance, partition, lab_resources(lab_url)["prme_store"]), str)
 
     run = instance.get_run_by_id(result.run_id)
-    assert (run.tags["prme/batch_passed"], run.tags["prme/batch_expected_no"]) == ("1", "2")
-    assert run.tags["prme/batch_integrity_failure"] == "1"
+    assert run.tags["prme/batch_outcome"] == "1 passed, 2 expected_no, 1 integrity_failure"
+    assert run.tags["prme/batch_partitions"] == "4"
+    assert {k for k in run.tags if k.startswith("prme/")} == {
+        "prme/kind",
+        "prme/batch_partitions",
+        "prme/batch_outcome",
+    }
+    summary = result.failure_data_for_node("learn_partitions").user_failure_data.metadata
+    assert summary["integrity_failure"].value == 1 and summary["expected_no"].value == 2
+    table = summary["outcomes"].value
+    assert "| ben::personal | expected_no | coverage gate refused: insufficient_data |" in table
+    assert "| dee::personal | integrity_failure | holdout gate failed: memory_changed |" in table
+    assert "_passed" not in table  # refusals are named by what decided, not by the check's name
 
 
 def _decision(materialization) -> tuple:

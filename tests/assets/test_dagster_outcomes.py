@@ -9,7 +9,7 @@ from prme_assets.activation import activation_request
 from prme_assets.check_records import latest_checks
 from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.definitions import LEARNING_ASSETS
-from prme_assets.outcome import OUTCOME_KEYS, PREFIX, run_outcome
+from prme_assets.outcome import PREFIX, RUN_TAG_KEYS, run_outcome
 from prme_assets.partitions import encode_target
 from prme_core import MemoryClient
 from prme_core.learning.stages import SplitSummary
@@ -91,7 +91,8 @@ def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_s
     assert outcome["outcome"] == "expected_no" and outcome["stopped_by"] == "coverage_sufficient"
     assert outcome["decision"] == "insufficient_data" and outcome["needs"] == meta["needs"]
     assert outcome["reason"].startswith("insufficient coverage") and "gain" not in outcome
-    assert "ranking_proposal not computed: coverage_sufficient said no" in _logged(instance, result)
+    assert outcome["summary"] == "coverage gate refused: insufficient_data"
+    assert "ranking_proposal not computed: coverage gate refused: insufficient_data" in _logged(instance, result)
     states = {c.name: c for c in latest_checks(instance, GATE_CHECKS, PARTITION)}
     assert not states["offline_gate_passed"].evaluated and states["offline_gate_passed"].run_id == result.run_id
     assert _refused(lab_url, instance) == "no candidate profile" and _no_profiles(lab_url)
@@ -237,5 +238,7 @@ def test_a_passing_run_records_its_outcome_and_profile(lab_url, instance):
         profile_id,
     )
     assert "stopped_by" not in outcome and float(outcome["interval_low"]) > 0
+    assert outcome["summary"] == "improved_full_retrieval"
     tags = instance.get_run_by_id(result.run_id).tags
-    assert all(PREFIX + key in tags for key in OUTCOME_KEYS)  # every key written, empty when it does not apply
+    assert {k for k in tags if k.startswith(PREFIX)} == {PREFIX + key for key in RUN_TAG_KEYS}
+    assert tags[PREFIX + "gain"] == f"{float(outcome['gain']):+.3f}"

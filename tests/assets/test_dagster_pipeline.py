@@ -68,10 +68,14 @@ def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab
     }
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
     assert isinstance(request, dg.RunRequest) and request.tags == {"prme/activation_target": PARTITION}
+    assert request.partition_key == PARTITION  # the activation run is a run of the partition
     first = activate_profile_job.execute_in_process(
-        run_config=request.run_config, instance=instance, resources=lab_resources(lab_url)
+        run_config=request.run_config,
+        partition_key=request.partition_key,
+        instance=instance,
+        resources=lab_resources(lab_url),
     )
-    assert first.success
+    assert first.success and instance.get_run_by_id(first.run_id).tags["dagster/partition"] == PARTITION
     with MemoryClient(lab_url) as client:
         history = client.ranking_profile_history(OWNER, SCOPES)
         response = client.retrieve("how much is the cat repair", owner=OWNER, scopes=list(SCOPES), reference_time=NOW)
@@ -138,10 +142,12 @@ def test_operator_jobs_rerun_with_their_change_id_change_nothing_and_say_so(lab_
 
     def run(job, op, config):
         result = job.execute_in_process(
-            run_config={"ops": {op: {"config": {"partition_key": PARTITION, **config}}}},
+            run_config={"ops": {op: {"config": config}}},
+            partition_key=PARTITION,  # the operator picks the partition; the config need not repeat it
             instance=instance,
             resources=lab_resources(lab_url),
         )
+        assert instance.get_run_by_id(result.run_id).tags["dagster/partition"] == PARTITION
         return _activation_metadata(result)
 
     deactivation = {"change_id": str(uuid.uuid4())}
