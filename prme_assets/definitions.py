@@ -1,6 +1,6 @@
 """The production code location: the learning pipeline's assets (the five stages, and
 ``active_ranking_profile``, which the pointer jobs report), gate checks, jobs, sensors and
-schedule, and their resources. The LoCoMo demo is a code location of its own
+schedules (nightly learning, daily receipt retention), and their resources. The LoCoMo demo is a code location of its own
 (``prme_assets.demo.definitions``)."""
 
 import dagster as dg
@@ -21,6 +21,7 @@ from prme_assets.holdout import full_retrieval_holdout
 from prme_assets.profile import candidate_profile
 from prme_assets.proposal import ranking_proposal
 from prme_assets.resources import LearningPolicyResource, Orchestration, orchestration_from_env, store_resource_from_env
+from prme_assets.retention import receipt_retention_job, receipt_retention_schedule
 from prme_assets.schedules import build_learning_schedule, learning_job
 from prme_assets.snapshot import feedback_snapshot
 from prme_assets.split import query_split
@@ -35,9 +36,19 @@ def build_definitions(resources: dict | None = None, orchestration: Orchestratio
     return dg.Definitions(
         assets=[*LEARNING_ASSETS, active_ranking_profile],
         asset_checks=list(GATES),
-        jobs=[learning_job, learning_batch_job, activate_profile_job, deactivate_profile_job, rollback_profile_job],
+        jobs=[
+            learning_job,
+            learning_batch_job,
+            activate_profile_job,
+            deactivate_profile_job,
+            rollback_profile_job,
+            receipt_retention_job,
+        ],
         sensors=[learning_target_discovery_sensor, profile_activation_sensor],
-        schedules=[build_learning_schedule(orchestration.learning_cron, orchestration.batch_size)],
+        schedules=[
+            build_learning_schedule(orchestration.learning_cron, orchestration.batch_size),
+            receipt_retention_schedule,
+        ],
         executor=executor_for(orchestration),
         resources=resources
         or {

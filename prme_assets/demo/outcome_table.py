@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import dagster as dg
 
-from prme_assets.outcome import run_outcome
+from prme_assets.gate_table import GATES_BY_NAME
+from prme_assets.outcome import run_outcome, summary
 
 GATE_SAID_NO = "DagsterAssetCheckFailedError"
 """A blocking gate check failed: the gate's "no" (its kind is in the outcome tags), not an error."""
@@ -142,6 +143,17 @@ def _reason(outcome: dict[str, str]) -> str:
     return reason
 
 
+def _decided(outcome: dict[str, str]) -> str:
+    """What decided, named by what it decided (``offline gate refused: no_improvement``), never by
+    the check's name, which reads as if it had passed."""
+    if outcome.get("summary"):
+        return outcome["summary"]
+    gate = GATES_BY_NAME.get(outcome.get("stopped_by", ""))
+    if gate is None:
+        return outcome.get("decision", "—")
+    return summary(gate.label, outcome.get("outcome", ""), outcome.get("decision"))
+
+
 def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split()) or "—"
 
@@ -149,12 +161,12 @@ def _cell(text: str) -> str:
 def render_table(results: list[PartitionResult]) -> str:
     """The outcome table (Markdown) and a closing count."""
     lines = [
-        "| partition | outcome | decision (gate) | NDCG gain [95% interval] | reason | what would change it |",
+        "| partition | outcome | decision | NDCG gain [95% interval] | reason | what would change it |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
         o = r.outcome
-        decision = o.get("decision", "—") + (f" ({o['stopped_by']})" if o.get("stopped_by") else "")
+        decision = _decided(o)
         if r.failed:
             reason, needed = r.failure(), "fix the cause and rerun prme main"
         elif r.passed:

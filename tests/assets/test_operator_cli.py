@@ -434,7 +434,7 @@ def test_outcome_line_and_table_read_decision_gain_interval_reason_and_needs():
     )
     table = render_table([no, yes, broken, unsound]).splitlines()
     assert table[2] == (
-        "| a::personal | not activated | no_improvement (offline_gate_passed) | +0.0123 [-0.0040, "
+        "| a::personal | not activated | offline gate refused: no_improvement | +0.0123 [-0.0040, "
         "+0.0290] | offline gate: no_improvement (the 95% interval includes 0) | needs about 240 more "
         "judged queries |"
     )
@@ -443,7 +443,7 @@ def test_outcome_line_and_table_read_decision_gain_interval_reason_and_needs():
         "| c::personal | FAILED | — | — | feedback_snapshot: StoreUnavailable: locked | fix the cause "
         "and rerun prme main |"
     )
-    assert table[5].startswith("| d::personal | FAILED (integrity) | — (baseline_replay_exact) | — | integrity failure")
+    assert table[5].startswith("| d::personal | FAILED (integrity) | baseline replay check failed |")
     assert table[-1] == "4 learning targets; 1 with an active profile; 2 failed."
 
 
