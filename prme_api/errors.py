@@ -59,6 +59,7 @@ ErrorType = Literal[
     "memory_changed",
     "missing_evidence",
     "body_too_large",
+    "invalid_json",
     "invalid_input",
     "snapshot_too_large",
     "pair_budget_exceeded",
@@ -135,6 +136,15 @@ class OwnerMismatch(PrmeError):
         super().__init__(f"{field}: belongs to another owner than this API key's; the owner always comes from the key")
 
 
+class InvalidJson(InvalidInput):
+    """A request body that is not one JSON text in UTF-8 (RFC 8259): undecodable bytes, a byte
+    order mark, malformed JSON, a key repeated in one object, or nesting deeper than ``bound``."""
+
+    def __init__(self, field: str, message: str, bound: dict[str, int] | None = None) -> None:
+        self.bound = bound
+        super().__init__(field, message)
+
+
 class StaleState(PrmeError):
     """A pointer change expected another state; carries the pointer's current change."""
 
@@ -166,6 +176,7 @@ _STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
     (HoldoutOverlapsTraining, 409, "holdout_overlaps_training"),
     (MemoryChangedDuringHoldout, 409, "memory_changed"),
     (MissingEvidence, 409, "missing_evidence"),
+    (InvalidJson, 422, "invalid_json"),
     (InvalidInput, 422, "invalid_input"),
     (CanonicalFormError, 422, "invalid_input"),
     (SnapshotTooLarge, 422, "snapshot_too_large"),
@@ -222,6 +233,8 @@ def _details(exc: BaseException, kind: str) -> dict[str, Any]:
     field = getattr(exc, "field", None)
     if field:
         body["field"] = field
+    if isinstance(exc, InvalidJson) and exc.bound:
+        body["bound"] = exc.bound
     if isinstance(exc, Unauthenticated):
         body["reason"] = exc.reason
     if isinstance(exc, RoleForbidden):
@@ -243,6 +256,7 @@ __all__ = [
     "ErrorDetail",
     "ErrorProblem",
     "ErrorType",
+    "InvalidJson",
     "OwnerMismatch",
     "ResourceNotFound",
     "StaleState",

@@ -7,14 +7,19 @@ error responses name the ``ErrorBody`` schema; request bodies carry examples tha
 (``models.REQUEST_EXAMPLES``).
 
 Every ``/v1`` route but ``/v1/health`` needs ``Authorization: Bearer <key>``; the owner is the
-key's. Request bodies are limited to ``max_body_bytes`` (413 above it). Errors are typed JSON
-bodies (``prme_api.errors``): 401 key, 403 role, scope or owner, 404 id, 409 conflict or stale state
-(with the current state), 413 body, 422 input (naming the field and the bound), 503 store.
+key's. Request bodies are limited to ``max_body_bytes`` (413 above it) and read strictly: one JSON
+text in UTF-8 without repeated keys, whose values have the JSON types the schema names (see
+``StrictJsonRoute``). Errors are typed JSON bodies (``prme_api.errors``): 401 key, 403 role, scope
+or owner, 404 id, 409 conflict or stale state (with the current state), 413 body, 422 input
+(naming the field and the bound; ``invalid_json`` for a body that is no UTF-8 JSON text), 503 store.
 """
 
+import codecs
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 import orjson
@@ -24,13 +29,14 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
-from pydantic import ValidationError
+from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme_api import models as m
 from prme_api.agent_tools import JudgeArgs
-from prme_api.errors import ErrorBody, error_response, validation_body
+from prme_api.errors import ErrorBody, InvalidJson, error_response, validation_body
 from prme_api.service import MemoryService, role_of
 from prme_core.access.keys import Principal
 from prme_core.errors import PrmeError
@@ -45,6 +51,7 @@ from prme_core.memory.erasure import DeletionRecord
 from prme_core.memory.models import MemoryInput, MemoryNode
 from prme_core.profiles.model import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme_core.receipts.model import RetrievalReceipt
+from prme_core.validation import MAX_NESTING_DEPTH
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """8 MiB: a batch of about a thousand 8 KB memories; larger imports go in several batches."""
@@ -74,7 +81,7 @@ def _install_error_handlers(app: FastAPI) -> None:
                 where = f" at character {loc[1]}" if len(loc) > 1 else ""
                 detail = (problem.get("ctx") or {}).get("error", "invalid JSON")
                 problem, loc = {"msg": f"the request body is not valid JSON ({detail}{where})"}, ()
-            problems.append({**problem, "loc": loc[1:] if loc and loc[0] in _LOCATIONS else loc})
+            problems.append({**problem, "loc": loc[1:] if loc and loc[0] in _LOCATIONS else loc, "msg": _said(problem)})
         return _error(422, validation_body(problems))
 
     async def on_http(request: Request, exc: HTTPException) -> Response:
@@ -141,6 +148,242 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+# --- strict JSON bodies -------------------------------------------------------------------------
+# A /v1 body is one JSON text in UTF-8 (RFC 8259) whose values have the JSON types the schema
+# names: read_json_body checks the bytes before FastAPI parses them (StrictJsonRoute), and every
+# body parameter is declared StrictJson[Model], which validates the parsed value strictly in JSON
+# mode after the model's own checks (so "0.5" is no number, 1 no boolean and 1700000000 no time,
+# while UUIDs, times and enums still arrive as the strings JSON has for them).
+
+MAX_BODY_DEPTH = 8 * MAX_NESTING_DEPTH
+"""How deep a request body's objects and lists may nest (512 levels). A free-form value nests at
+most ``MAX_NESTING_DEPTH`` levels inside a body's own few, so a valid body is far shallower; the
+bound leaves the engine to name the field of a near miss and keeps the parser away from Python's
+recursion limit, so no depth is answered with anything but a 422."""
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 ones start with these
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # only escapes make surrogates: UTF-8 has none
+_UNIX_TIME = re.compile(r"[+-]?[0-9.]+")  # what pydantic would read as Unix time in a datetime string
+T = TypeVar("T")
+
+
+class _RepeatedKey(dict[str, Any]):
+    """A parsed JSON object in which ``key`` appeared more than once (the last value kept)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]], key: str) -> None:
+        super().__init__(pairs)
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    seen: set[str] = set()
+    repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+    return _RepeatedKey(pairs, repeated)
+
+
+def _path(steps: tuple[str | int, ...]) -> str:
+    return ".".join(str(step) for step in steps) or "body"
+
+
+def _too_deep() -> InvalidJson:
+    return InvalidJson(
+        "body",
+        f"the request body nests objects and lists deeper than the bound of {MAX_BODY_DEPTH} levels; "
+        "no request needs that many",
+        {"max_depth": MAX_BODY_DEPTH},
+    )
+
+
+def read_json_body(raw: bytes) -> Any:
+    """The JSON value of a request body, or ``InvalidJson`` naming what is wrong: bytes that are
+    not UTF-8 (a byte order mark, UTF-16 or UTF-32 included), malformed JSON (with its position), a
+    key repeated in one object (naming it), a lone surrogate escape, or nesting deeper than
+    ``MAX_BODY_DEPTH``. NaN and Infinity parse: the models refuse them, naming the field."""
+    if raw.startswith(_BOMS) or b"\x00" in raw[:4]:
+        raise InvalidJson(
+            "body",
+            "the request body is not UTF-8: it starts with a byte order mark or is UTF-16 or UTF-32; "
+            "send JSON encoded as UTF-8 without a byte order mark (RFC 8259)",
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidJson(
+            "body", f"the request body is not valid UTF-8 (byte {exc.start}); send JSON encoded as UTF-8 (RFC 8259)"
+        ) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_object)
+    except json.JSONDecodeError as exc:
+        raise InvalidJson(
+            "body",
+            f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
+            f"(character {exc.pos})",
+        ) from None
+    except RecursionError:
+        raise _too_deep() from None
+    _check_parsed(value, strings=_SURROGATE_ESCAPE.search(text) is not None)
+    return value
+
+
+def _check_parsed(value: Any, *, strings: bool) -> None:
+    """Walk a parsed body (an explicit stack, in document order) for what the parser lets by: nesting
+    deeper than ``MAX_BODY_DEPTH``, a repeated key and, with ``strings``, a lone surrogate."""
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 0, ())]
+    while stack:
+        item, depth, steps = stack.pop()
+        if isinstance(item, str):
+            if strings and _SURROGATE.search(item):
+                raise InvalidJson(
+                    _path(steps),
+                    "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is no "
+                    "character; send text as valid Unicode",
+                )
+            continue
+        if isinstance(item, dict):
+            if depth >= MAX_BODY_DEPTH:
+                raise _too_deep()
+            if isinstance(item, _RepeatedKey):
+                raise InvalidJson(
+                    _path((*steps, item.key)),
+                    f"the key {item.key!r} appears more than once in one JSON object; send each key once "
+                    "(parsers disagree on which value wins)",
+                )
+            children: list[tuple[Any, int, tuple[str | int, ...]]] = []
+            for key, child in item.items():
+                children += [(key, depth + 1, (*steps, key)), (child, depth + 1, (*steps, key))]
+            stack.extend(reversed(children))
+        elif isinstance(item, list):
+            if depth >= MAX_BODY_DEPTH:
+                raise _too_deep()
+            stack.extend((child, depth + 1, (*steps, i)) for i, child in reversed(list(enumerate(item))))
+
+
+def _masked_unix_times(value: Any) -> tuple[Any, dict[str, str]]:
+    """A copy of a parsed body with every string pydantic could read as Unix time replaced by a
+    marker that is no time, and the markers' original strings."""
+    found: dict[str, str] = {}
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, dict):
+            container[key] = copy = dict(item)
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(item, list):
+            container[key] = copy = list(item)
+            stack.extend((copy, i) for i in range(len(copy)))
+        elif isinstance(item, str) and _UNIX_TIME.fullmatch(item):
+            container[key] = marker = f"\x00unix-time-{len(found)}"
+            found[marker] = item
+    return root[0], found
+
+
+def _refuse_unix_time_strings(model: type[Any], value: Any) -> None:
+    """Refuse a datetime sent as a string of Unix time ("1700000000"), which strict JSON mode still
+    reads: validate again with such strings masked, and report the datetime fields that fail."""
+    masked, found = _masked_unix_times(value)
+    if not found:
+        return
+    try:
+        model.model_validate_json(json.dumps(masked), strict=True)
+    except ValidationError as exc:
+        problems = [
+            {
+                "type": PydanticCustomError(
+                    "datetime_format",
+                    f"must be an ISO 8601 date and time with a timezone, as a string (e.g. 2026-12-07T09:00:00Z), "
+                    f"not Unix time {found[e['input']]!r}",
+                ),
+                "loc": e["loc"],
+                "input": found[e["input"]],
+            }
+            for e in exc.errors()
+            if e["type"].startswith("date") and isinstance(e.get("input"), str) and e["input"] in found
+        ]
+        if problems:
+            raise ValidationError.from_exception_data(model.__name__, problems) from None  # type: ignore[arg-type]
+
+
+def _strictly(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """The model's own (lax) validation first, so its checks name the field of a value too deep or
+    not finite; then the same JSON value strictly, in JSON mode, the way it came over the wire."""
+    model = type(handler(value))
+    try:
+        strict = model.model_validate_json(json.dumps(value), strict=True)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):  # the strict reader's own nesting limit
+            raise PydanticCustomError(
+                "too_deep", "nests objects and lists deeper than strict validation reads; flatten it"
+            ) from None
+        raise
+    _refuse_unix_time_strings(model, value)
+    return strict
+
+
+StrictJson = Annotated[T, WrapValidator(_strictly)]
+"""A request body parameter validated strictly (``_strictly``): ``body: StrictJson[Model]``."""
+
+# what a strict type error wants, by pydantic error type
+_WANTED = {
+    "float_type": "a number",
+    "int_type": "an integer",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "datetime_type": "an ISO 8601 date and time with a timezone, as a string (e.g. 2026-12-07T09:00:00Z)",
+    "uuid_type": "a UUID, as a string",
+}
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {json.dumps(value)}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value[:40])}"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _said(problem: dict[str, Any]) -> str:
+    """A problem's message; a wrong JSON type says what was wanted and what came (types are never
+    converted: send 0.5, not "0.5")."""
+    wanted = _WANTED.get(problem.get("type", ""))
+    if wanted is None or "input" not in problem:
+        return str(problem.get("msg", "invalid value"))
+    return f"must be {wanted}, got {_json_kind(problem['input'])} (JSON types are not converted)"
+
+
+class StrictJsonRoute(APIRoute):
+    """A /v1 route that reads its JSON body strictly: ``read_json_body`` checks the bytes before
+    FastAPI parses them, and the body parameter must be declared ``StrictJson[...]``."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if self.body_field is not None and not any(
+            isinstance(m, WrapValidator) and m.func is _strictly for m in self.body_field.field_info.metadata
+        ):
+            raise TypeError(f"{path}: declare the request body StrictJson[...]")
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def read_strictly(request: Request) -> Response:
+            raw = await request.body()  # read once: the handler gets the same bytes
+            if raw:
+                read_json_body(raw)
+            return await handler(request)
+
+        return read_strictly
+
+
 API_DESCRIPTION = """Memory for LLM applications: retrieval with saved, replayable receipts, relevance feedback,
 and ranking profiles that change ranking only after an offline evaluation and a full-retrieval
 holdout both found an improvement.
@@ -165,7 +408,13 @@ other content it is 409 `idempotency_conflict`. A memory `id` that exists alread
 **Errors.** Every error body is `{"error": {"type", "message", ...}}` (schema `ErrorBody`):
 401 key, 403 role, scope or owner, 404 id, 409 conflict or stale state, 413 body over the
 limit, 422 input (naming the field and the bound), 500 integrity failure, 503 store unavailable
-(unreachable, or its file held by another process)."""
+(unreachable, or its file held by another process).
+
+**Bodies.** A request body is one JSON text in UTF-8 (RFC 8259) and its values have the JSON types
+the schema names: `0.5`, not `"0.5"`; `true`, not `1` or `"true"`; times as ISO 8601 strings with a
+timezone (`"2026-12-07T09:00:00Z"`), never Unix time. Another encoding, malformed JSON, a key
+repeated in one object or nesting past 512 levels is 422 `invalid_json` (naming the position or the
+key); a value of another type is 422 `invalid_input` naming the field."""
 
 TAGS = [
     {"name": "service", "description": "Liveness and the key in use."},
@@ -230,8 +479,9 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
     ),
     422: (
         "`invalid_input` (or a more specific type): the input is invalid. `field` names the first field at "
-        "fault and `bound` its limit; a refused request body lists every problem in `problems`. Nothing was "
-        "written.",
+        "fault and `bound` its limit; a refused request body lists every problem in `problems`. "
+        "`invalid_json`: the body is not one JSON text in UTF-8 (another encoding, malformed, a key repeated "
+        "in one object, nested too deep). Nothing was written.",
         {
             "type": "invalid_input",
             "field": "limit",
@@ -335,7 +585,7 @@ def _routes(service: MemoryService) -> APIRouter:
         return await service.authenticate(None if credentials is None else credentials.credentials)
 
     Caller = Annotated[Principal, Depends(principal)]
-    r = APIRouter(prefix="/v1")
+    r = APIRouter(prefix="/v1", route_class=StrictJsonRoute)
     not_this_key = "outside the key's scopes reads as not found (404), like a missing or another owner's id"
 
     @r.get(
@@ -379,7 +629,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={409: "`idempotency_conflict`: a memory with that `id` exists already."},
         ),
     )
-    async def store_memory(body: MemoryInput, p: Caller) -> Response:
+    async def store_memory(body: StrictJson[MemoryInput], p: Caller) -> Response:
         return _ok(await service.store_memory(p, body))
 
     @r.post(
@@ -399,7 +649,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={409: "`idempotency_conflict`: a memory with one of the items' `id`s exists already."},
         ),
     )
-    async def store_batch(body: m.StoreBatchRequest, p: Caller) -> Response:
+    async def store_batch(body: StrictJson[m.StoreBatchRequest], p: Caller) -> Response:
         return _ok(await service.store_batch(p, body))
 
     @r.get(
@@ -434,7 +684,7 @@ def _routes(service: MemoryService) -> APIRouter:
             422,
         ),
     )
-    async def update_memory(node_id: UUID, body: m.MemoryContent, p: Caller) -> Response:
+    async def update_memory(node_id: UUID, body: StrictJson[m.MemoryContent], p: Caller) -> Response:
         return _ok(await service.update_memory(p, m.UpdateMemoryRequest(node_id=node_id, content=body.content)))
 
     @r.post(
@@ -491,7 +741,7 @@ def _routes(service: MemoryService) -> APIRouter:
             },
         ),
     )
-    async def forget_owner(body: m.ForgetOwnerRequest, p: Caller) -> Response:
+    async def forget_owner(body: StrictJson[m.ForgetOwnerRequest], p: Caller) -> Response:
         return _ok(await service.forget_owner(p, body))
 
     @r.get(
@@ -529,7 +779,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={403: f"{_SCOPE_FORBIDDEN} Or `include_cross_scope` with a key limited to some scopes."},
         ),
     )
-    async def retrieve(body: m.RetrieveRequest, p: Caller) -> Response:
+    async def retrieve(body: StrictJson[m.RetrieveRequest], p: Caller) -> Response:
         return _ok(await service.retrieve(p, body))
 
     @r.get(
@@ -569,7 +819,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="retrieval receipt",
         ),
     )
-    async def record_relevance(body: m.RecordRelevanceRequest, p: Caller) -> Response:
+    async def record_relevance(body: StrictJson[m.RecordRelevanceRequest], p: Caller) -> Response:
         return _ok(await service.record_relevance(p, body))
 
     @r.get(
@@ -622,7 +872,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="retrieval receipt",
         ),
     )
-    async def record_citations(body: m.RecordCitationsRequest, p: Caller) -> Response:
+    async def record_citations(body: StrictJson[m.RecordCitationsRequest], p: Caller) -> Response:
         return _ok(await service.record_answer_citations(p, body))
 
     @r.get(
@@ -671,7 +921,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={422: f"{_ERRORS[422][0]} Also a node id that is not an included entry of the bundle."},
         ),
     )
-    async def ablate(body: m.AblateContextRequest, p: Caller) -> Response:
+    async def ablate(body: StrictJson[m.AblateContextRequest], p: Caller) -> Response:
         return _ok(await service.ablate_context(p, body))
 
     @r.post(
@@ -691,7 +941,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="answer citation record",
         ),
     )
-    async def presence(body: m.AssessPresenceRequest, p: Caller) -> Response:
+    async def presence(body: StrictJson[m.AssessPresenceRequest], p: Caller) -> Response:
         return _ok(await service.assess_context_presence(p, body))
 
     # learning and holdout
@@ -717,7 +967,7 @@ def _routes(service: MemoryService) -> APIRouter:
             },
         ),
     )
-    async def evaluate_learning(body: m.EvaluateLearningRequest, p: Caller) -> Response:
+    async def evaluate_learning(body: StrictJson[m.EvaluateLearningRequest], p: Caller) -> Response:
         return _ok(await service.evaluate_learning(p, body))
 
     @r.post(
@@ -741,7 +991,7 @@ def _routes(service: MemoryService) -> APIRouter:
             },
         ),
     )
-    async def register_holdout(body: m.RegisterHoldoutRequest, p: Caller) -> Response:
+    async def register_holdout(body: StrictJson[m.RegisterHoldoutRequest], p: Caller) -> Response:
         return _ok(await service.register_holdout_queries(p, body))
 
     @r.get(
@@ -770,7 +1020,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="holdout query",
         ),
     )
-    async def retire_holdout(body: m.RetireHoldoutRequest, p: Caller) -> Response:
+    async def retire_holdout(body: StrictJson[m.RetireHoldoutRequest], p: Caller) -> Response:
         return _ok(await service.retire_holdout_queries(p, body))
 
     @r.post(
@@ -799,7 +1049,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="holdout query",
         ),
     )
-    async def evaluate_holdout(body: m.EvaluateHoldoutRequest, p: Caller) -> Response:
+    async def evaluate_holdout(body: StrictJson[m.EvaluateHoldoutRequest], p: Caller) -> Response:
         return _ok(await service.evaluate_holdout(p, body))
 
     # ranking profiles (fixed paths before /profiles/{profile_id})
@@ -828,7 +1078,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="ranking profile",
         ),
     )
-    async def create_profile(body: m.CreateProfileRequest, p: Caller) -> Response:
+    async def create_profile(body: StrictJson[m.CreateProfileRequest], p: Caller) -> Response:
         return _ok(await service.create_ranking_profile(p, body))
 
     @r.get(
@@ -913,7 +1163,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={409: pointer_conflicts},
         ),
     )
-    async def deactivate(body: m.DeactivateRequest, p: Caller) -> Response:
+    async def deactivate(body: StrictJson[m.DeactivateRequest], p: Caller) -> Response:
         return _ok(await service.deactivate_ranking_profile(p, body))
 
     @r.post(
@@ -934,7 +1184,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="ranking profile",
         ),
     )
-    async def rollback(body: m.RollbackRequest, p: Caller) -> Response:
+    async def rollback(body: StrictJson[m.RollbackRequest], p: Caller) -> Response:
         return _ok(await service.rollback_ranking_profile(p, body))
 
     @r.get(
@@ -976,7 +1226,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="ranking profile",
         ),
     )
-    async def activate(profile_id: UUID, body: m.ActivateBody, p: Caller) -> Response:
+    async def activate(profile_id: UUID, body: StrictJson[m.ActivateBody], p: Caller) -> Response:
         request = m.ActivateRequest(profile_id=profile_id, change_id=body.change_id, reactivate=body.reactivate)
         return _ok(await service.activate_ranking_profile(p, request))
 
@@ -1001,7 +1251,7 @@ def _routes(service: MemoryService) -> APIRouter:
             resource="retrieval receipt",
         ),
     )
-    async def judge(body: JudgeArgs, p: Caller) -> Response:
+    async def judge(body: StrictJson[JudgeArgs], p: Caller) -> Response:
         return _ok(await service.agent_judge(p, body))
 
     # keys (operator keys only; the keys of the operator key's own owner)
@@ -1019,7 +1269,7 @@ def _routes(service: MemoryService) -> APIRouter:
             422,
         ),
     )
-    async def create_key(body: m.CreateKeyRequest, p: Caller) -> Response:
+    async def create_key(body: StrictJson[m.CreateKeyRequest], p: Caller) -> Response:
         return _ok(await service.create_api_key(p, body))
 
     @r.get(

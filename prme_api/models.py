@@ -5,6 +5,9 @@ Domain models are reused wherever one exists (``MemoryInput``, ``RankingMultipli
 a field added to them reaches both surfaces unchanged. No model here has an owner: the owner is
 always the API key's. Bodies are strict (unknown fields, NaN, naive datetimes and coerced
 types are refused); list queries are lax only where HTTP query strings need it (``limit=5``).
+Over HTTP every body is also validated strictly in JSON mode (``prme_api.http.StrictJson``): a
+number only from a JSON number, a boolean only from true or false, a string only from a string, a
+time only from an ISO 8601 string with a timezone; UUIDs, times and enums arrive as strings.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE)]
 
 class Body(FrozenModel):
     """A request body: unknown fields and non-finite numbers refused (``FrozenModel``'s rules);
-    counts and flags are strict (``StrictInt``, ``StrictBool``), as in the engine."""
+    counts and flags are strict (``StrictInt``, ``StrictBool``), as in the engine. Not
+    ``strict=True`` in its config: that would refuse a UUID or time given as a string in Python
+    mode (the MCP tools' arguments); the HTTP API adds JSON-mode strictness over whole bodies."""
 
 
 class Query(FrozenModel):

@@ -5,7 +5,9 @@ URL-safe base64 characters (256 random bits) of secret. It is shown once, when i
 the store keeps only a salted HMAC-SHA256 of it (``ApiKeyRecord``), as one append-only
 ``api_key`` operation. Revoking appends an ``api_key_revoked`` operation; no row ever changes.
 Both operation ids derive from the key id alone, so authentication finds them by primary key
-without knowing the owner, and compares the digest in constant time.
+without knowing the owner, and compares the digest in constant time. A key id that is not stored
+is checked against a stand-in record the same way (one record parsed, one digest, one
+comparison, the same error), so the time an answer takes does not tell which key ids exist.
 
 The secret is random, not a password: a fast keyed hash is the right tool (a deliberately slow
 one would only slow every request).
@@ -24,7 +26,7 @@ from uuid import NAMESPACE_URL, uuid5
 
 from pydantic import StringConstraints, ValidationError, model_validator
 
-from prme_core.canonical import canonical_json
+from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import ApiKeyNotFound, CorruptRecord, InvalidInput, RoleForbidden, ScopeForbidden, Unauthenticated
 from prme_core.memory.models import ScopeSet
 from prme_core.storage.base import Store
@@ -216,19 +218,56 @@ def _parse(model: type[FrozenModel], op: StoredOperation) -> FrozenModel:
     return record
 
 
-def _lookup(store: Store, key_id: str) -> tuple[ApiKeyRecord | None, ApiKeyRevocation | None]:
+def _rows(store: Store, key_id: str) -> tuple[StoredOperation | None, StoredOperation | None]:
+    """The stored rows of a key and of its revocation (None where there is none), unparsed."""
     wanted = {_operation_id("api-key", key_id): OP_KEY, _operation_id("api-key-revoked", key_id): OP_KEY_REVOKED}
     with store.transaction(read_only=True) as tx:
         ops = tx.operations_by_id(list(wanted))
-    record = revocation = None
+    key_row = revocation_row = None
     for op in ops:
         if wanted.get(op.id) != op.op_type:
             raise CorruptRecord(f"operation {op.id} is filed as {op.op_type}, not {wanted.get(op.id)}")
         if op.op_type == OP_KEY:
-            record = _parse(ApiKeyRecord, op)
+            key_row = op
         else:
-            revocation = _parse(ApiKeyRevocation, op)
+            revocation_row = op
+    return key_row, revocation_row
+
+
+def _lookup(store: Store, key_id: str) -> tuple[ApiKeyRecord | None, ApiKeyRevocation | None]:
+    key_row, revocation_row = _rows(store, key_id)
+    record = None if key_row is None else _parse(ApiKeyRecord, key_row)
+    revocation = None if revocation_row is None else _parse(ApiKeyRevocation, revocation_row)
     return record, revocation  # type: ignore[return-value]
+
+
+def _stand_in_row() -> StoredOperation:
+    """A well-formed key row that no presented key matches (a random salt and digest, made at
+    import): what ``authenticate`` checks a secret against when its key id is not stored."""
+    key_id = "0" * KEY_ID_HEX
+    record = ApiKeyRecord(
+        key_id=key_id,
+        owner="no-such-key",
+        created_at=utc_now(),
+        salt=secrets.token_hex(16),
+        secret_hmac_sha256=secrets.token_hex(32),
+        role="agent",
+    )
+    payload = record.canonical_bytes().decode()
+    return StoredOperation(
+        seq=0,
+        id=_operation_id("api-key", key_id),
+        owner=record.owner,
+        op_type=OP_KEY,
+        scope_key=None,
+        target_id=key_id,
+        payload=payload,
+        checksum=sha256_hex(payload),
+        admitted_at=record.created_at,
+    )
+
+
+_STAND_IN = _stand_in_row()
 
 
 def authenticate(store: Store, api_key: object, *, now: datetime | None = None) -> Principal:
@@ -239,13 +278,15 @@ def authenticate(store: Store, api_key: object, *, now: datetime | None = None) 
     if not isinstance(api_key, str) or len(api_key) > _MAX_TOKEN_CHARS or not (match := _TOKEN.fullmatch(api_key)):
         raise Unauthenticated("the API key is malformed; a key reads prme_<24 hex>_<43 characters>", reason="malformed")
     key_id, secret = match.group(1), match.group(2)
-    record, revocation = _lookup(store, key_id)
-    if record is None:
-        _digest("00" * 16, key_id, secret)  # the same work as a known key: timing tells nothing
+    key_row, revocation_row = _rows(store, key_id)
+    # A key id that is not stored takes the same path as a stored one with a wrong secret: one
+    # record parsed, one digest, one constant-time comparison, one error; timing tells nothing.
+    record: ApiKeyRecord = _parse(ApiKeyRecord, key_row or _STAND_IN)  # type: ignore[assignment]
+    matches = hmac.compare_digest(_digest(record.salt, key_id, secret), record.secret_hmac_sha256)
+    if key_row is None or not matches:
         raise Unauthenticated("the API key is not known to this store", reason="unknown")
-    if not hmac.compare_digest(_digest(record.salt, key_id, secret), record.secret_hmac_sha256):
-        raise Unauthenticated("the API key is not known to this store", reason="unknown")
-    if revocation is not None:
+    if revocation_row is not None:
+        revocation: ApiKeyRevocation = _parse(ApiKeyRevocation, revocation_row)  # type: ignore[assignment]
         raise Unauthenticated(
             f"API key {key_id} was revoked at {revocation.revoked_at.isoformat()}; create a new one", reason="revoked"
         )
