@@ -55,16 +55,29 @@ exit codes:
 environment:
   PRME_STORE_URL    duckdb:///path or postgresql://user@host:5432/db
                     (default duckdb:///.prme/prme.duckdb)
-  PRME_LOCOMO_PATH  the LoCoMo file prme main reads
+  PRME_LOCOMO_PATH  the LoCoMo file prme main --locomo reads
+  PRME_PROGRESS     1: progress bars on stderr even when it is no terminal; 0: none
   DAGSTER_HOME      the Dagster instance folder (default ./.dagster_home)
   PRME_API_KEY      the API key prme mcp serves (its owner and scopes)
   PRME_DEBUG=1      print tracebacks with errors (same as --debug)"""
 
 MAIN_HELP = """\
-Load the LoCoMo conversations as memories, judge real retrievals, register holdout
-questions, learn every (owner, scope set) partition through its gates and print
-what each one decided, its NDCG gain and interval, and what would change it.
-Every input is checked before any work starts."""
+Load memories, judge real retrievals, register holdout questions, learn every
+(owner, scope set) partition through its gates and print what each one decided,
+its NDCG gain and interval, and what would change it. Every input is checked
+before any work starts.
+
+data:
+  (default)     a small sample generated from a seed (prme_core.datasets.sample):
+                three owners, one whose consistent judgments activate a profile, one
+                with too few judgments, one whose judgments disagree. Runs anywhere.
+  --data PATH   a LoCoMo-format JSON file: real conversations, one owner each.
+  --locomo      the LoCoMo file at PRME_LOCOMO_PATH, else the development file
+                ../shared/data/locomo/locomo-dev.json (from the working directory,
+                then from the checkout).
+  LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of
+  LLM Agents", ACL 2024; licensed CC BY-NC 4.0 (non-commercial use). It is not
+  shipped with PRME: download it yourself."""
 
 
 def _say(message: str) -> None:
@@ -360,9 +373,20 @@ def _quiet_dagster_warnings() -> None:
     logging.getLogger("dagster._core.execution.plan.active").setLevel(logging.ERROR)
 
 
-def cmd_main(args: argparse.Namespace, stop: Any) -> int:
+def _main_data(args: argparse.Namespace) -> Path | None:
+    """The LoCoMo file ``prme main`` reads (``--data``, or ``--locomo``/``--conversation``: the
+    conventional places), or None for the generated sample."""
     from prme_assets.demo.data import find_locomo_data
     from prme_core.datasets.locomo import read_locomo, select
+
+    if not (args.data or args.locomo or args.conversation):
+        return None
+    data = find_locomo_data(args.data)
+    select(read_locomo(data), args.conversation or None)  # a malformed file or unknown id names itself
+    return data
+
+
+def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     from prme_core.errors import InvalidInput
     from prme_core.storage import open_store
     from prme_core.storage.url import parse_store_url
@@ -375,8 +399,7 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     except InvalidInput as exc:
         detail = str(exc).removeprefix(f"{exc.field}: ")
         raise InvalidInput(f"store URL {_redact(url)!r} (from {source})", detail) from None
-    data = find_locomo_data(args.data)
-    select(read_locomo(data), args.conversation or None)  # a malformed file or unknown id names itself
+    data = _main_data(args)
     home = prepare_dagster_home()
     identity = parsed.identity()
     _check_servers_reachable(home, parsed, source, compared=args.reset or recorded_store(home) not in (None, identity))
@@ -389,9 +412,11 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     # 2. the work
     _quiet_dagster_warnings()
     from prme_assets.demo.main_job import run_main
+    from prme_assets.demo.progress import Progress, wanted
 
     _say(f"Dagster instance: {home} · store: {parsed.redacted()}")
-    run_main(data_path=data, conversations=args.conversation or None, say=_say, stop=stop)
+    progress = Progress(wanted(args.progress))
+    run_main(data_path=data, conversations=args.conversation or None, say=_say, stop=stop, progress=progress)
     return 0
 
 
@@ -720,7 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     main = sub.add_parser(
         "main",
-        help="learn on the LoCoMo demo data, embedded store, no server",
+        help="learn on generated sample data (or LoCoMo), embedded store, no server",
         description=MAIN_HELP,
         epilog=EPILOG,
         formatter_class=raw,
@@ -729,13 +754,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--data",
         default=None,
         metavar="PATH",
-        help="LoCoMo-format JSON (default: PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
-        "from the working directory, then from the checkout)",
+        help="a LoCoMo-format JSON file to learn on instead of the generated sample",
+    )
+    main.add_argument(
+        "--locomo",
+        action="store_true",
+        help="learn on LoCoMo from PRME_LOCOMO_PATH, else ../shared/data/locomo/locomo-dev.json "
+        "(from the working directory, then from the checkout)",
     )
     main.add_argument(
         "--store", default=None, metavar="URL", help=f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})"
     )
-    main.add_argument("--conversation", action="append", metavar="ID", help="limit to these sample ids (repeatable)")
+    main.add_argument(
+        "--conversation",
+        action="append",
+        metavar="ID",
+        help="LoCoMo only (implies --locomo without --data): limit to these sample ids (repeatable)",
+    )
+    main.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress bars on stderr even when it is not a terminal (or set PRME_PROGRESS=1; 0 turns them off)",
+    )
     main.add_argument(
         "--reset",
         action="store_true",

@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from prme_assets.demo.data import find_locomo_data
+from prme_assets.demo.progress import current
 from prme_assets.resources import PrmeStoreResource
 from prme_core.datasets.locomo import (
     LocomoDataNotFound,
@@ -45,9 +46,12 @@ def locomo_memories(
     path = _data_path(config)
     conversations = select(read_locomo(path), config.conversations or None)
     rows = []
+    advance = current().task("storing conversations", total=len(conversations))
     with prme_store.client() as client:
         for conv in conversations:
+            advance(0, description=f"storing {conv.sample_id}")
             added = load_conversation(client, conv, config.scope)
+            advance()
             total = sum(1 for _ in client.iterate(conv.sample_id, page_size=1000))
             rows.append((conv.sample_id, len(conv.turns), added, total, len(conv.questions)))
             context.log.info(f"{conv.sample_id}: {added} new memories, {total} stored")
@@ -63,6 +67,10 @@ def locomo_memories(
             "owners_table": dg.MetadataValue.md(table),
         }
     )
+
+
+JUDGED_PER_STEP = 10
+"""Feedback questions judged between two progress updates."""
 
 
 class LocomoFeedbackConfig(LocomoConfig):
@@ -82,10 +90,18 @@ def locomo_feedback(
 ) -> dg.MaterializeResult:
     path = _data_path(config)
     rows = []
+    conversations = select(read_locomo(path), config.conversations or None)
+    splits = {conv.sample_id: split_questions(conv) for conv in conversations}
+    advance = current().task("judging retrievals", total=sum(len(s.feedback) for s in splits.values()))
     with prme_store.client() as client:
-        for conv in select(read_locomo(path), config.conversations or None):
-            split = split_questions(conv)
-            counts = record_feedback(client, conv, split.feedback, limit=config.limit, scope=config.scope)
+        for conv in conversations:
+            split = splits[conv.sample_id]
+            counts = {"recorded": 0}
+            for start in range(0, len(split.feedback), JUDGED_PER_STEP):  # steps, for the progress bar
+                chunk = split.feedback[start : start + JUDGED_PER_STEP]
+                done = record_feedback(client, conv, chunk, limit=config.limit, scope=config.scope)
+                counts["recorded"] += done["recorded"]
+                advance(len(chunk), description=f"judging {conv.sample_id}")
             holdouts = register_holdout(client, conv, split.holdout, limit=config.limit, scope=config.scope)
             rows.append(
                 (

@@ -1,6 +1,6 @@
-"""The project's main job: the whole learning loop over LoCoMo, in process, on the local
-instance (no server): load memories, judge real retrievals, register holdout questions (the
-demo location's job), discover partitions, materialize every partition with its gates, let the
+"""The project's main job: the whole learning loop, in process, on the local instance (no
+server): load memories, judge real retrievals, register holdout questions (the generated sample's
+job, or the LoCoMo demo location's job for a LoCoMo file), discover partitions, materialize every partition with its gates, let the
 activation sensor decide, run the activations it requested (the production location's jobs),
 and print each partition's outcome.
 
@@ -25,6 +25,8 @@ from prme_assets.demo.outcome_table import (
     render_table,
     run_error,
 )
+from prme_assets.demo.progress import Progress, reporting
+from prme_assets.demo.sample import build_sample_definitions
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
 from prme_assets.interrupts import StopSignals
@@ -60,19 +62,57 @@ class MainRun:
 
 def run_main(
     *,
-    data_path: Path,
+    data_path: Path | None,
     conversations: list[str] | None,
     say: Callable[[str], None],
     policy: LearningPolicyResource | None = None,
     stop: StopSignals | None = None,
+    progress: Progress | None = None,
 ) -> MainRun:
     """Run the loop, print the outcome table; raise ``LearningRunsFailed`` if any run failed.
 
-    ``data_path``: the LoCoMo file, already checked by the caller (``prme main --data``).
+    ``data_path``: the LoCoMo file, already checked by the caller (``prme main --data``), or
+    None for the generated sample. ``progress``: bars on stderr for the long steps (default none).
     """
     if stop is None:
         with StopSignals() as own:
-            return run_main(data_path=data_path, conversations=conversations, say=say, policy=policy, stop=own)
+            return run_main(
+                data_path=data_path,
+                conversations=conversations,
+                say=say,
+                policy=policy,
+                stop=own,
+                progress=progress,
+            )
+    progress = progress or Progress(False)
+    with progress, reporting(progress):
+        results = _run(data_path, conversations, lambda line: progress.say(line) or say(line), policy, stop, progress)
+    print(render_table(results))
+    failed = [r for r in results if r.failed]
+    if failed:
+        raise LearningRunsFailed(failed)
+    return MainRun(results)
+
+
+def _data_job(data_path: Path | None, conversations: list[str] | None, store) -> tuple[dg.JobDefinition, dict, str]:
+    """The job that loads the data, its run config and what the step line calls the data."""
+    if data_path is None:
+        job = build_sample_definitions({"prme_store": store}).resolve_job_def("sample_demo_job")
+        return job, {}, "the generated sample (prme_core.datasets.sample)"
+    demo_defs = build_demo_definitions({"prme_store": store})
+    config = {"data_path": str(data_path), "conversations": conversations or []}
+    ops = {"locomo_memories": {"config": config}, "locomo_feedback": {"config": config}}
+    return demo_defs.resolve_job_def("locomo_demo_job"), {"ops": ops}, str(data_path)
+
+
+def _run(
+    data_path: Path | None,
+    conversations: list[str] | None,
+    say: Callable[[str], None],
+    policy: LearningPolicyResource | None,
+    stop: StopSignals,
+    progress: Progress,
+) -> list[PartitionResult]:
     store = store_resource_from_env()
     defs = build_definitions(
         {
@@ -81,15 +121,11 @@ def run_main(
             "learning_policy": policy or LearningPolicyResource(),
         }
     )
-    demo_defs = build_demo_definitions({"prme_store": store})
-    config = {"data_path": str(data_path), "conversations": conversations or []}
+    data_job, data_config, data_name = _data_job(data_path, conversations, store)
     with dg.DagsterInstance.get() as instance, stop.runs_on(instance):
-        say(f"1/4 loading memories and judging real retrievals from {data_path} …")
-        demo = demo_defs.resolve_job_def("locomo_demo_job").execute_in_process(
-            instance=instance,
-            raise_on_error=False,
-            tags=stop.run_tags,
-            run_config={**QUIET, "ops": {"locomo_memories": {"config": config}, "locomo_feedback": {"config": config}}},
+        say(f"1/4 loading memories and judging real retrievals from {data_name} …")
+        demo = data_job.execute_in_process(
+            instance=instance, raise_on_error=False, tags=stop.run_tags, run_config={**QUIET, **data_config}
         )
         stop.settle(demo.run_id)
         stop.raise_if_stopped()
@@ -103,8 +139,10 @@ def run_main(
         learning = defs.resolve_job_def("prme_learning_job")
         activation = defs.resolve_job_def("activate_profile_job")
         results = []
+        advance = progress.task("learning", total=len(partitions))
         for i, partition in enumerate(partitions, 1):
             say(f"3/4 learning {partition} ({i}/{len(partitions)}) …")
+            advance(0, description=f"learning {partition}")
             run = learning.execute_in_process(
                 partition_key=partition, instance=instance, run_config=QUIET, tags=stop.run_tags, raise_on_error=False
             )
@@ -114,12 +152,9 @@ def run_main(
             if result.passed and result.error is None:
                 result = _activate(result, instance, activation, store, stop, say)
             say(f"    {partition}: {result.summary()}")
+            advance()
             results.append(result)
-    print(render_table(results))
-    failed = [r for r in results if r.failed]
-    if failed:
-        raise LearningRunsFailed(failed)
-    return MainRun(results)
+    return results
 
 
 def _activate(

@@ -11,11 +11,13 @@ benchmarks and the sample data of ``prme main`` build on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from uuid import UUID
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 from prme_core.engine.client import MemoryClient
+from prme_core.errors import InvalidInput
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 TOPICS = (
@@ -54,6 +56,8 @@ def build_lab(
     holdout: bool = True,
     signal: str = "relevant",
     holdout_truth: str = "relevant",
+    key: str | None = None,
+    judged: Callable[[str], None] | None = None,
 ) -> Lab:
     """Store the memories; record structured-evaluation feedback and register holdout queries.
 
@@ -62,6 +66,9 @@ def build_lab(
     "mixed" alternates between the two by topic (no consistent signal to learn).
     ``holdout_truth="vague"`` registers the vague notes as the holdout's relevant sets, so a
     proposal learned from "relevant" feedback passes offline and fails the holdout.
+    ``key``: make memory and feedback ids deterministic under this name, so that building the
+    same lab again stores and judges nothing twice (holdout registration is idempotent anyway).
+    ``judged(topic)`` is called after each topic's feedback (for a progress display).
     """
     items = []
     for topic in topics:
@@ -81,18 +88,39 @@ def build_lab(
                 "confidence": 1.0,
             }
         )
-    nodes = client.store_batch(owner, items)
-    relevant = {t: nodes[2 * i].id for i, t in enumerate(topics)}
-    vague = {t: nodes[2 * i + 1].id for i, t in enumerate(topics)}
+    if key is not None:
+        for item, (topic, kind) in zip(items, ((t, k) for t in topics for k in ("repair", "vague")), strict=True):
+            item["id"] = _lab_id(key, owner, kind, topic)
+        ids = [item["id"] for item in items]
+        relevant = {t: ids[2 * i] for i, t in enumerate(topics)}
+        vague = {t: ids[2 * i + 1] for i, t in enumerate(topics)}
+        _store_once(client, owner, items)
+    else:
+        nodes = client.store_batch(owner, items)
+        relevant = {t: nodes[2 * i].id for i, t in enumerate(topics)}
+        vague = {t: nodes[2 * i + 1].id for i, t in enumerate(topics)}
     if feedback:
         for topic in topics:
+            feedback_id = None if key is None else _lab_id(key, owner, "feedback", topic)
+            if feedback_id is not None and client.get_relevance(feedback_id, owner) is not None:
+                if judged is not None:
+                    judged(topic)
+                continue
             response = client.retrieve(
                 feedback_question(topic), owner=owner, scopes=list(scopes), reference_time=NOW, limit=5
             )
             pick_vague = signal == "vague" or (signal == "mixed" and topics.index(topic) % 2 == 1)
             good = vague[topic] if pick_vague else relevant[topic]
             labels = {r.node_id: r.node_id == good for r in response.results}
-            client.record_relevance(response.metadata.request_id, labels, owner=owner, method="structured_evaluation")
+            client.record_relevance(
+                response.metadata.request_id,
+                labels,
+                owner=owner,
+                method="structured_evaluation",
+                feedback_id=feedback_id,
+            )
+            if judged is not None:
+                judged(topic)
     if holdout:
         client.register_holdout_queries(
             owner,
@@ -108,6 +136,25 @@ def build_lab(
             ],
         )
     return Lab(owner, tuple(sorted(scopes)), relevant)
+
+
+def _lab_id(key: str, owner: str, kind: str, topic: str) -> UUID:
+    return uuid5(NAMESPACE_URL, f"prme:lab:{key}:{owner}:{kind}:{topic}")
+
+
+def _store_once(client: MemoryClient, owner: str, items: list[dict]) -> None:
+    """Store a keyed lab's memories in one batch unless they are all there already; a partial
+    earlier load means the lab changed, and is refused rather than patched."""
+    with client.store.transaction() as tx:
+        present = tx.existing_node_ids(owner, [item["id"] for item in items])
+    if len(present) == len(items):
+        return
+    if present:
+        raise InvalidInput(
+            "lab",
+            f"{owner} is partly loaded ({len(present)} of {len(items)} memories); the lab changed: use a fresh store",
+        )
+    client.store_batch(owner, items)
 
 
 def make_lab(url: str, **kw) -> Lab:
