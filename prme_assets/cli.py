@@ -420,6 +420,48 @@ def cmd_main(args: argparse.Namespace, stop: Any) -> int:
     return 0
 
 
+# --- prme status -------------------------------------------------------------------------------
+
+
+def _status_home() -> Path:
+    """The Dagster instance ``prme status`` reads: it must exist (``prme status`` creates nothing)."""
+    from prme_core.errors import InvalidInput
+
+    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
+    if not (home / "dagster.yaml").is_file():
+        where = "DAGSTER_HOME" if os.environ.get("DAGSTER_HOME") else "the default ./.dagster_home"
+        raise InvalidInput(
+            "DAGSTER_HOME", f"no Dagster instance at {home} ({where}); run prme main first, or set DAGSTER_HOME"
+        )
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def cmd_status(args: argparse.Namespace, stop: Any) -> int:
+    """Per partition: the active profile and since when, the last decision, what would change it."""
+    from prme_core.storage.url import parse_store_url
+
+    home = _status_home()
+    url = args.store or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+    identity = parse_store_url(url).identity()
+    recorded = recorded_store(home)
+    if recorded is not None and recorded != identity:
+        raise InstanceServesAnotherStore(
+            f"the Dagster instance {home} holds the runs of the store {recorded}, not of {identity}; "
+            "pass that store (--store or PRME_STORE_URL) or the DAGSTER_HOME of this one"
+        )
+    _quiet_dagster_warnings()
+    import dagster as dg
+
+    from prme_assets.demo.status import learning_targets, partition_status, render_status
+
+    args.store = url
+    with dg.DagsterInstance.get() as instance, _client(args, "stop the server, or read it over HTTP") as client:
+        rows = [partition_status(instance, client, p) for p in learning_targets(instance)]
+    print(render_status(rows))
+    return 0
+
+
 # --- prme locomo-benchmark ------------------------------------------------------------------------
 
 
@@ -787,6 +829,18 @@ def build_parser() -> argparse.ArgumentParser:
         stopped="the run in flight was canceled; rerun prme main to continue (memories "
         "and feedback already loaded are kept and not loaded twice)",
     )
+    status = sub.add_parser(
+        "status",
+        help="per learning target: active profile, last decision and what would change it",
+        description="Read the store and the Dagster instance (DAGSTER_HOME, default ./.dagster_home), "
+        "without the UI or a server, and print per partition (owner|scopes) the active profile and "
+        "since when, the last learning decision (outcome, decision, NDCG gain and interval, when) "
+        "and what would change it.",
+    )
+    status.add_argument(
+        "--store", default=None, metavar="URL", help=f"store URL (default: {STORE_URL_ENV} or {DEFAULT_STORE_URL})"
+    )
+    status.set_defaults(func=cmd_status, stopped="nothing was changed")
     bench = sub.add_parser(
         "locomo-benchmark", add_help=False, help="the LoCoMo learning benchmark (prme locomo-benchmark --help)"
     )

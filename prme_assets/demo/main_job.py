@@ -20,6 +20,7 @@ from prme_assets.activation import activation_request
 from prme_assets.definitions import build_definitions
 from prme_assets.demo.definitions import build_demo_definitions
 from prme_assets.demo.outcome_table import (
+    KEPT_ACTIVE,
     PartitionResult,
     read_outcome,
     render_table,
@@ -30,7 +31,7 @@ from prme_assets.demo.sample import build_sample_definitions
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.evidence_io import evidence_io_from_env
 from prme_assets.interrupts import StopSignals
-from prme_assets.partitions import LEARNING_TARGETS
+from prme_assets.partitions import LEARNING_TARGETS, decode_target
 from prme_assets.resources import LearningPolicyResource, store_resource_from_env
 from prme_core.errors import PrmeError
 
@@ -151,10 +152,18 @@ def _run(
             result = read_outcome(instance, run, partition)
             if result.passed and result.error is None:
                 result = _activate(result, instance, activation, store, stop, say)
+            elif not result.failed and _has_active_profile(store, partition):
+                result = result.with_activation(KEPT_ACTIVE)
             say(f"    {partition}: {result.summary()}")
             advance()
             results.append(result)
     return results
+
+
+def _has_active_profile(store, partition: str) -> bool:
+    owner, scopes = decode_target(partition)
+    with store.client() as client:
+        return client.get_active_ranking_profile(owner, scopes) is not None
 
 
 def _activate(

@@ -20,6 +20,10 @@ GATE_SAID_NO = "DagsterAssetCheckFailedError"
 """A blocking gate check failed: the gate's "no" (its kind is in the outcome tags), not an error."""
 
 
+KEPT_ACTIVE = "kept active"
+"""A gate said no to the new candidate, and the profile activated before stays active."""
+
+
 @dataclass(frozen=True)
 class PartitionResult:
     partition: str
@@ -40,7 +44,7 @@ class PartitionResult:
 
     @property
     def active(self) -> bool:
-        return self.activation in ("activated", "already active")
+        return self.activation in ("activated", "already active", KEPT_ACTIVE)
 
     def failure(self) -> str:
         """Why a failed run failed, in one line."""
@@ -70,7 +74,9 @@ class PartitionResult:
             return "FAILED (integrity)"
         if kind == "passed":
             return self.activation or "gates passed"
-        return "not activated" if kind == "expected_no" else "no outcome"
+        if kind == "expected_no":
+            return "kept active profile" if self.activation == KEPT_ACTIVE else "not activated"
+        return "no outcome"
 
     def summary(self) -> str:
         """One line, e.g. ``not activated: no_improvement, +0.0041 [-0.0030, +0.0110]; needs about 240
@@ -143,7 +149,7 @@ def _reason(outcome: dict[str, str]) -> str:
     return reason
 
 
-def _decided(outcome: dict[str, str]) -> str:
+def decided_text(outcome: dict[str, str]) -> str:
     """What decided, named by what it decided (``offline gate refused: no_improvement``), never by
     the check's name, which reads as if it had passed."""
     if outcome.get("summary"):
@@ -166,7 +172,7 @@ def render_table(results: list[PartitionResult]) -> str:
     ]
     for r in results:
         o = r.outcome
-        decision = _decided(o)
+        decision = decided_text(o)
         if r.failed:
             reason, needed = r.failure(), "fix the cause and rerun prme main"
         elif r.passed:
