@@ -2,14 +2,14 @@
 
 ``prme main`` checks every input first (store URL, data file, the Dagster instance's store, the
 store itself), then runs the project's main Dagster job — on the generated sample
-(``prme_core.datasets.sample``), or on a LoCoMo file with ``--data``/``--locomo`` — on the embedded default: a DuckDB file
-(``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local Dagster instance under
-``DAGSTER_HOME`` (default ``.dagster_home``, bound to one store by ``prme_store.json``). Its
-``dagster.yaml`` is the operator's and is never replaced; a home without one gets the packaged
-default (``prme_assets/defaults/dagster.yaml``). No server is started. ``prme status`` reads the
+(``prme_core.datasets.sample``), or on a LoCoMo file with ``--data``/``--locomo`` — on the
+embedded default: a DuckDB file (``PRME_STORE_URL``, default ``.prme/prme.duckdb``) and a local
+Dagster instance under ``DAGSTER_HOME`` (default ``.dagster_home``, bound to one store by
+``prme_store.json``). Its ``dagster.yaml`` is the operator's and is never replaced; a home
+without one gets the packaged default (``prme_assets/defaults/dagster.yaml``). No server is started. ``prme status`` reads the
 same store and instance and prints each partition's active profile and last decision.
-``prme locomo-benchmark``
-runs ``benchmarks.locomo_learning`` from a checkout, ``prme scale-benchmark`` ``benchmarks.scale``.
+``prme locomo-benchmark`` runs ``benchmarks.locomo_learning`` from a checkout, ``prme
+scale-benchmark`` ``benchmarks.scale``.
 
 Errors print one line to stderr (``--debug`` or ``PRME_DEBUG=1`` adds the traceback) and exit 2
 for bad input, 1 when a run, the store or the server failed (an unreachable PostgreSQL, a port in

@@ -149,3 +149,16 @@ def test_progress_is_shown_when_forced_and_off_otherwise(monkeypatch, capsys):
     assert "judging ada" in err and "2/2" in err and "a line" in err
     off = Progress(False)
     assert not off.say("x") and off.task("t", 1)() is None
+
+
+def test_main_and_status_on_a_postgresql_store(postgres_url, tmp_path):
+    env = {**_env(tmp_path / "home", tmp_path / "unused.duckdb"), "PRME_STORE_URL": postgres_url}
+    main = subprocess.run([*PRME, "main"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert main.returncode == 0, main.stderr
+    assert _rows(main.stdout)["ada::personal"][1] == "activated"
+    status = subprocess.run([*PRME, "status"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    rows = _rows(status.stdout)
+    assert rows["ada::personal"][3] == "passed: improved_full_retrieval" and rows["ada::personal"][1] != "none"
+    assert rows["ben::personal"][3] == "no: coverage gate refused: insufficient_data"
+    assert not (tmp_path / "unused.duckdb").exists()
