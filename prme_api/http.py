@@ -384,9 +384,8 @@ class StrictJsonRoute(APIRoute):
         return read_strictly
 
 
-API_DESCRIPTION = """Memory for LLM applications: retrieval with saved, replayable receipts, relevance feedback,
-and ranking profiles that change ranking only after an offline evaluation and a full-retrieval
-holdout both found an improvement.
+API_DESCRIPTION = """Ranking changes only through a profile that an offline evaluation and a full-retrieval holdout
+both found to improve it; every retrieval saves a replayable receipt that feedback binds to.
 
 **Keys.** Every `/v1` route but `/v1/health` needs `Authorization: Bearer <key>` (*Authorize*
 above). A key names its owner, and every request acts for that owner: no body names one.
