@@ -28,6 +28,12 @@ SERVER_FILES = {
     "tests/assets/test_api_cli.py",
     "tests/test_readme_tour.py",
     "tests/storage/test_damaged_store.py",
+    "tests/api/test_api_docs.py",
+    "tests/api/test_http_strictness.py",
+    "tests/api/test_probe_defects.py",
+    "tests/assets/test_cli_defects.py",
+    "tests/assets/test_forget_cli.py",
+    "tests/assets/test_main_sample.py",
 }
 """Files whose tests start a server, a worker or a subprocess."""
 SERVER_TESTS = ("multiprocess",)
