@@ -28,7 +28,7 @@ from prme_core.retrieval.config import WEIGHT_FIELDS, ScoringWeights
 from prme_core.retrieval.formula import weighted_base_scores
 from prme_core.retrieval.multipliers import RankingMultipliers
 from prme_core.storage.schema import MIGRATIONS
-from prme_core.storage.sql import PROJECTION_COLUMNS
+from prme_core.storage.sql import PROJECTION_COLUMNS, PROJECTION_STATE_COLUMNS
 
 
 def test_every_receipt_schema_version_has_a_layout_and_the_current_one_is_the_newest():
@@ -121,7 +121,10 @@ def test_stored_projection_packs_feature_columns_so_no_migration_names_them():
     table = next(m.sql for m in MIGRATIONS if "CREATE TABLE receipt_projections" in m.sql)
     body = table.split("CREATE TABLE receipt_projections (", 1)[1].split("PRIMARY KEY", 1)[0]
     added = [c for m in MIGRATIONS for c in re.findall(r"ALTER TABLE receipt_projections ADD COLUMN (\w+)", m.sql)]
-    assert (*re.findall(r"^\s+(\w+) ", body, flags=re.MULTILINE), *added) == PROJECTION_COLUMNS
+    assert (*re.findall(r"^\s+(\w+) ", body, flags=re.MULTILINE), *added) == (
+        *PROJECTION_COLUMNS,
+        *PROJECTION_STATE_COLUMNS,
+    )
     layout_columns = set(projection.FEATURE_COLUMNS) | set(projection.WEIGHT_COLUMNS)
     for migration in MIGRATIONS:
         named = set(re.findall(r"\b[fw]_\w+", migration.sql + migration.postgresql_extra))

@@ -52,6 +52,9 @@ PROJECTION_COLUMNS = (
     "pool_flags",
     "pool",
 )
+PROJECTION_STATE_COLUMNS = ("pool_dropped_us",)
+"""Columns of ``receipt_projections`` that a row gains after it is written (retention marks when
+it dropped the pool); never in the inserted row."""
 ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))
 """Every stored column of a node version but the owner (the digest names it once) and the content
 (its hash stands for it)."""

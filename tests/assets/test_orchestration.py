@@ -32,7 +32,7 @@ def test_unset_variables_mean_multiprocess_nightly_batches_of_fifty(clean_env):
     assert orchestration_from_env() == Orchestration()
     defs = build_definitions(orchestration=orchestration_from_env())
     assert defs.resolve_job_def("prme_learning_batch_job").executor_def.name == "prme_multiprocess"
-    (schedule,) = defs.schedules
+    schedule = defs.resolve_schedule_def("nightly_learning_schedule")  # beside the retention schedule
     assert schedule.cron_schedule == "0 3 * * *" and "50 per run" in schedule.description
 
 
@@ -47,7 +47,7 @@ def test_celery_reads_the_broker_from_its_variable_at_launch_never_from_run_conf
     assert executor.apply_config_mapping({}).value["config"]["broker"] == "pyamqp://user:secret@rabbit:5672//"
     config = celery_config(orchestration_from_env())  # what the definition holds: the variable's name
     assert config == {"broker": {"env": "PRME_CELERY_BROKER"}, "backend": "rpc://"}
-    (schedule,) = defs.schedules
+    schedule = defs.resolve_schedule_def("nightly_learning_schedule")  # beside the retention schedule
     assert schedule.cron_schedule == "*/5 * * * *" and "200 per run" in schedule.description
 
 
