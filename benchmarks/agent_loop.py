@@ -176,7 +176,9 @@ def run_season(
         with MemoryClient(url) as client:
             load_conversation(client, conv)
             register_holdout(client, conv, split.holdout, limit=LIMIT)  # the operator's act
-            key = client.create_api_key(owner).api_key  # an agent key
+            # an agent key for the conversation's scope: its searches (every scope the key may read) and
+            # so its feedback fall in the partition the learning job runs for
+            key = client.create_api_key(owner, scopes=scopes).api_key
         asked = 0
         with Server(url) as server:
             for number, questions in enumerate(split_nights(split.feedback, nights), 1):
