@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,6 +63,7 @@ class StopSignals:
         self._saved_fd: int | None = None
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
+        self._saved_hook = None
 
     @property
     def run_tags(self) -> dict[str, str]:
@@ -119,6 +121,16 @@ class StopSignals:
             self.received = signum
         raise Interrupted(signum)
 
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        """An ``Interrupted`` the handler raised inside a finalizer or a garbage-collection callback
+        (SQLAlchemy's weakref callbacks run at any allocation) cannot propagate: Python would print
+        it as "Exception ignored" with a traceback. The signal is already in ``received``, so the
+        next ``raise_if_stopped`` stops the command; say nothing here. Anything else is reported
+        as before."""
+        if isinstance(unraisable.exc_value, Interrupted):
+            return
+        (self._saved_hook or sys.__unraisablehook__)(unraisable)
+
     def _cancel_runs(self) -> None:
         instance = self._instance
         if instance is None:
@@ -174,6 +186,7 @@ class StopSignals:
         for signum in _SIGNALS:
             self._saved[signum] = signal.signal(signum, self._handle)
         self._saved_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        self._saved_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         self._watcher = threading.Thread(target=self._watch, args=(read_fd,), name="prme-stop-signals", daemon=True)
         self._watcher.start()
         return self
@@ -184,6 +197,8 @@ class StopSignals:
         if self._pipe is None:
             return
         signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)
+        if self._saved_hook is not None:
+            sys.unraisablehook, self._saved_hook = self._saved_hook, None
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
         read_fd, write_fd = self._pipe
