@@ -63,15 +63,11 @@ class ErasureRows(SessionBase):
 
     def erase_owner(self, owner: str) -> dict[str, int]:
         """Delete every row naming ``owner`` (but its deletion records); return the rows removed per table."""
-        counts = {
-            table: int(self.conn.fetchall(f"SELECT count(*) FROM {table} WHERE owner = ?", [owner])[0][0])
-            for table in OWNER_TABLES
-        }
         self._erasing(True)
-        try:
-            for table in OWNER_TABLES:
-                if counts[table]:
-                    self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", [owner])
+        try:  # each DELETE answers how many rows it removed
+            counts = {
+                table: self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", [owner]) for table in OWNER_TABLES
+            }
         finally:
             self._erasing(False)
         self._memory_written.discard(owner)  # its revision row is gone; the deletion record keeps the floor
@@ -84,15 +80,11 @@ class ErasureRows(SessionBase):
         body = canonical_json(record)
         checksum = sha256_hex(body)
         deleted_us = to_epoch_us(utc_now())
-        self.conn.execute(
+        ((seq,),) = self.conn.fetchall(
             "INSERT INTO deletions (owner, kind, target_id, record, checksum, actor, deleted_us, revision_floor) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             [owner, kind, target_id, body.decode("utf-8"), checksum, actor, deleted_us, revision_floor],
         )
-        seq = self.conn.fetchall(
-            "SELECT max(seq) FROM deletions WHERE owner = ? AND checksum = ? AND deleted_us = ?",
-            [owner, checksum, deleted_us],
-        )[0][0]
         return int(seq), checksum, deleted_us
 
     def deletion_rows(self, owner: str) -> list[tuple]:
@@ -100,9 +92,3 @@ class ErasureRows(SessionBase):
         return self.conn.fetchall(
             f"SELECT {', '.join(DELETION_COLUMNS)} FROM deletions WHERE owner = ? ORDER BY seq", [owner]
         )
-
-    def revision_floor(self, owner: str) -> int:
-        """The memory revision an owner had when it was last forgotten (0 if never): its revision
-        starts above it again, so a corpus cached before the erasure can never look current."""
-        rows = self.conn.fetchall("SELECT max(revision_floor) FROM deletions WHERE owner = ?", [owner])
-        return int(rows[0][0] or 0) if rows else 0
