@@ -12,10 +12,12 @@ time only from an ISO 8601 string with a timezone; UUIDs, times and enums arrive
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, TypeVar
+import json
+from importlib import resources
+from typing import Annotated, Any, Generic, TypeVar, get_type_hints
 from uuid import UUID
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt, create_model
 
 from prme_core.access.keys import Principal, Role
 from prme_core.feedback.ablation import ContextAblation
@@ -30,7 +32,7 @@ from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS, MAX_RECORDS_BOUND
 from prme_core.memory.bank import MAX_BATCH_NODES, MAX_PAGE
 from prme_core.memory.models import MemoryInput, NodeType, ScopeName
 from prme_core.retrieval.packing import ContextBundle
-from prme_core.retrieval.requests import QueryText, RetrievalMetadata, RetrieveArguments
+from prme_core.retrieval.requests import QueryText, RetrievalMetadata, RetrieveArguments, RetrievedMemory
 from prme_core.types import FrozenModel, Label, UtcDatetime
 
 ScopeList = Annotated[list[ScopeName], Field(min_length=1, max_length=64)]
@@ -109,19 +111,10 @@ class RetrieveRequest(RetrieveArguments):
     )
 
 
-class RetrievedMemoryOut(BaseModel):
-    node_id: UUID
-    rank: int
-    score: float
-    content: str
-    scope: str
-    node_type: str
-    session_id: str | None
-    event_time: UtcDatetime | None
-    paths: list[str]
-    cross_scope: bool
-    in_context: bool
-    representation: str | None
+RetrievedMemoryOut = create_model(
+    "RetrievedMemoryOut", **{name: (hint, ...) for name, hint in get_type_hints(RetrievedMemory).items()}
+)
+"""One result as a retrieval body documents it: the fields of ``RetrievedMemory``, all required."""
 
 
 class RetrieveResponse(BaseModel):
@@ -308,9 +301,11 @@ class History(BaseModel, Generic[T]):
 # to each route. They are kept out of the models' JSON schemas, which are also the MCP tools' input
 # schemas. tests/api/test_api_docs.py sends every one and expects no 422. The bundle, ablation and
 # two reports are what the API returned for EXAMPLE_OWNER with one memory (EXAMPLE_NODE_ID) and one
-# holdout query; when a model change makes them fail to load, make them again the same way
-# (store the memory, retrieve with include_bundle, ablate it, register the query, POST
-# /v1/learning/evaluate, then /v1/learning/holdout with that proposal).
+# holdout query; the bundle and the reports are kept as returned in recorded_examples.json (their
+# `limitations`, fixed statements of the code, are always today's). When a model change makes them
+# fail to load, make them again the same way (store the memory, retrieve with include_bundle, ablate
+# it, register the query, POST /v1/learning/evaluate, then /v1/learning/holdout with that proposal)
+# and save the responses there.
 
 EXAMPLE_OWNER = "example-owner"
 EXAMPLE_NODE_ID = "5f0c3a52-8d4e-4c1b-9a6e-2b7d9e1f4a10"
@@ -323,32 +318,10 @@ _PROFILE_ID = "9a4c2e6f-1d3b-4b5a-8e7c-2f4d6a8c0e13"
 _CHANGE_ID = "c7e5a3f1-9b2d-4d6c-a8e0-3f5b7d9c1e24"
 _QUERY = "what does the cat's checkup cost"
 
-_BUNDLE_EXAMPLE: dict[str, Any] = {
-    "schema_version": 1,
-    "tokenizer": "prme-regex-v1",
-    "context_format": "auditable",
-    "context_guidance_mode": "off",
-    "multipath_ordering": "balanced",
-    "min_fidelity": "prose",
-    "token_budget": 256,
-    "reference_time": "2026-12-07T09:00:00Z",
-    "header": '{"context":"prme","format":"auditable","reference_time":"2026-12-07T09:00:00Z"}',
-    "guidance": None,
-    "entries": [
-        {
-            "node_id": "5f0c3a52-8d4e-4c1b-9a6e-2b7d9e1f4a10",
-            "ref": 1,
-            "rank": 0,
-            "representation": "full",
-            "text": '{"content":"The cat\'s annual checkup at the vet costs 80 euros","epistemic":"asserted","id":"5f0c3a52-8d4e-4c1b-9a6e-2b7d9e1f4a10","recorded":"2026-12-04T23:01:58.992732Z","ref":1,"scope":"personal","time":"2026-11-03T09:30:00Z","type":"fact"}',
-            "token_cost": 100,
-            "has_content": True,
-        }
-    ],
-    "excluded_ids": [],
-    "tokens_used": 133,
-    "budget_remaining": 123,
-}
+_RECORDED: dict[str, dict[str, Any]] = json.loads(
+    resources.files("prme_api").joinpath("recorded_examples.json").read_text(encoding="utf-8")
+)
+_BUNDLE_EXAMPLE = _RECORDED["bundle"]
 _ABLATION_EXAMPLE: dict[str, Any] = {
     "schema_version": 1,
     "semantics": "exact_context_entry_removal",
@@ -366,224 +339,8 @@ _ABLATION_EXAMPLE: dict[str, Any] = {
         "budget_remaining": 256,
     },
 }
-_PROPOSAL_EXAMPLE: dict[str, Any] = {
-    "schema_version": 3,
-    "algorithm": "pool_ndcg_search_v2",
-    "split_algorithm": "sha256-seeded-group-hash-v1",
-    "bootstrap_algorithm": "numpy-pcg64-percentile-v1",
-    "owner": "example-owner",
-    "scopes": ["personal"],
-    "surface": "results",
-    "config": {
-        "seed": 42,
-        "validation_fraction": 0.3,
-        "min_training_queries": 20,
-        "min_validation_queries": 20,
-        "regularization": 0.01,
-        "margin_scale": 5.0,
-        "passes_per_step": 4,
-        "ndcg_k": 10,
-        "bootstrap_samples": 2000,
-        "min_ndcg_gain": 0.01,
-        "max_pairs_per_request": 10000,
-        "fit": "auto",
-        "family": "multipliers_interactions_v2",
-        "pool_regularization": 0.001,
-        "max_fit_requests": 1000,
-        "search_starts": 32,
-        "ndcg_margin": 0.02,
-        "max_group_requests": 20,
-        "max_p_value": 0.025,
-        "crossfit_folds": 3,
-    },
-    "snapshot_sha256": "d87603851d127892feb89197b7b9968a5804db6b5af03256ba3b3ecd75bc4469",
-    "input_checksum": "39feac59424e3c32cc9ba27e5acb3a595b34112923e2c5ba35624bfe76fe7cc2",
-    "query_groups": {},
-    "feedback_ids": [],
-    "receipt_checksums": {},
-    "multipliers": {"semantic": 1.0, "lexical": 1.0, "graph": 1.0, "recency": 1.0, "salience": 1.0, "confidence": 1.0},
-    "decision": "insufficient_data",
-    "training_loss_before": None,
-    "training_loss_after": None,
-    "validation_ndcg_gain": None,
-    "validation_pairwise_gain": None,
-    "validation_gain_interval": None,
-    "coverage": {
-        "feedback_records": 0,
-        "requests_with_pairs": 0,
-        "training_queries": 0,
-        "validation_queries": 0,
-        "explicit_pairs": 0,
-    },
-    "exclusions": {},
-    "queries": [],
-    "limitations": list(OFFLINE_LIMITATIONS),
-    "family": "multipliers_interactions_v2",
-    "fit_path": "pool",
-    "fit_reason": "0 of 0 usable requests re-ranked from their recorded pools",
-    "metric": "pool_judged_ndcg",
-}
-_HOLDOUT_EXAMPLE: dict[str, Any] = {
-    "schema_version": 3,
-    "algorithm": "paired_full_retrieval_v1",
-    "bootstrap_algorithm": "numpy-pcg64-percentile-v1",
-    "owner": "example-owner",
-    "scopes": ["personal"],
-    "surface": "results",
-    "config": {
-        "seed": 42,
-        "k": 10,
-        "min_query_groups": 20,
-        "bootstrap_samples": 2000,
-        "min_ndcg_gain": 0.01,
-        "max_regression_fraction": 0.1,
-        "max_mean_harm": 0.02,
-        "severe_loss": 0.5,
-        "max_severe_share": 0.05,
-        "max_p_value": 0.025,
-        "look": 1,
-        "alpha_budget": 0.05,
-    },
-    "proposal_input_checksum": "39feac59424e3c32cc9ba27e5acb3a595b34112923e2c5ba35624bfe76fe7cc2",
-    "memory_artifact_sha256": "3d5f6f25c08a498cbc9cce314ddc6d4ac9cf94977880cbcb3052d81ac8667d2d",
-    "input_checksum": "3195f3f337fded8739c1d0dae555462439641b50e6176270ee11bd7872d6d793",
-    "receipt_checksums": {
-        "61975157-0d54-4e1f-9e52-12d6d35be275": "fe052153d7248f8bb7399daba477721ecdf85bb2cf60ea67dd0676505a3f8757",
-        "e3bd3f07-850c-4b1b-9ca9-b533ba35115e": "2e6776ba9d0b353c658d4b764da73c422428a6822160ef4fb9f59ff490f294b1",
-    },
-    "feature_identity": {
-        "python": "3.11.7",
-        "trace_layout": [
-            "semantic",
-            "lexical",
-            "graph",
-            "recency",
-            "salience",
-            "confidence",
-            "epistemic_weight",
-            "temporal_affinity",
-            "node_type_boost",
-            "term_coverage",
-            "bigram_overlap",
-            "entity_match",
-            "path_score",
-            "base_score",
-        ],
-        "packages": {
-            "prme-learning": "0.1.0",
-            "numpy": "2.4.6",
-            "bm25s": "0.3.16",
-            "pydantic": "2.14.4",
-            "orjson": "3.13.0",
-            "duckdb": "2.0.1",
-        },
-        "source_sha256": {
-            "formula": "4f889247e03f34df2eef2afcb35576d3ee06d93bd29dfb59df1d6ed2e74bb96f",
-            "multipliers": "8fc6166a1a6869a495044d72d4021c68b7d75b4885cd7eb2811ee67e5950f9e0",
-            "scoring": "5010bbb9ddf218d169dcbe8709b7cfb73bad07bcf0d2fdc6af0f0a7cdd553bf0",
-            "query_analysis": "37d7c15c473a090aac3b976163281edc7216c1fb1c41746a796f66bccdeb97b1",
-            "candidates": "a85873261ab40c2883aca3d50f791b2a0da8fed191485bd52c08aeb28dd96324",
-            "corpus": "35ded005f3ce4d871af03960c726b0975faaa967d823544c4b3cc6799cab9426",
-            "session_context": "e9d312f9d4bcc8bac01e50c064092acdf419cfb9c4288a57c2da135fb480910b",
-            "ranked": "9c67c95ca7e472f9f2b7a5280a7ac0a0d05e766290c5335ca3711a13b6063dca",
-            "ranking": "61e270808b6b49bcf1ba53e7aef28c08506217922a667877bf67e2149b92b264",
-            "interaction": "14a96efeaff59e86d7929b5cb4410842ba025eb7d27e9be3920ac2a8e0c6eb95",
-            "reranker": "dcd35aabb6239e80d6c4444f4f42f42b408bed580d46590e01c80c7935d486e5",
-            "packing": "73fde71759afba54c9d70414cbf1cc941352a8f7820db57ba24fa98675e96772",
-            "rendering": "09419fcdbc630b271e69c974cca422412665e3e2dde65bd4d186f2799309a8c9",
-            "text": "0e5f63e3dedf2fb7c48d8271802ddbf7a6e4c7cbd9159400bec4b6b64309048c",
-            "embedding": "006bb07310aa1b93596512b1cea9b6b86744bafd2873a36a72f868e6bdf472e4",
-            "tokenizer": "459c64ee5153477624b918df6e216114a2bd7473fe7ffb616a592a45ac6caf73",
-            "pipeline": "cfce6f1ed9663c7908a4f2ccab1e59e3595d1c112319e99255216d7179229844",
-        },
-        "embedding": {"provider": "prme.hashed", "model": "hashed-ngrams", "version": "1", "dimension": 384},
-        "lexical": {
-            "backend": "bm25s",
-            "version": "0.3.16",
-            "k1": 0.9,
-            "b": 0.2,
-            "method": "lucene",
-            "analyzer": "prme-lexical-v1",
-        },
-        "tokenizer": {"tokenizer": "prme-regex-v1", "pattern": "\\w+|[^\\w\\s]"},
-        "storage": {"backend": "duckdb", "implementation": "DuckDBStore"},
-        "reranker": {"enabled": False},
-    },
-    "feature_identity_sha256": "8b2f7dd7745de8397d6311d7c824058ee8fb5b1c7f08c5d9f8503287a2ca3ddc",
-    "base_scoring": {
-        "semantic": 0.25,
-        "lexical": 0.2,
-        "graph": 0.2,
-        "recency": 0.1,
-        "salience": 0.1,
-        "confidence": 0.15,
-        "recency_lambda": 0.02,
-        "temporal_boost": 0.15,
-        "relevance_floor": 0.35,
-        "current_update_multiplier": 1.3,
-        "node_type_boosts": {"fact": 1.15, "preference": 1.15, "decision": 1.15, "instruction": 1.15, "summary": 1.1},
-        "fusion": "weighted",
-        "rrf_k": 60,
-        "term_coverage": 0.0,
-        "bigram_overlap": 0.0,
-        "entity_match": 0.0,
-    },
-    "baseline_multipliers": {
-        "semantic": 1.0,
-        "lexical": 1.0,
-        "graph": 1.0,
-        "recency": 1.0,
-        "salience": 1.0,
-        "confidence": 1.0,
-    },
-    "candidate_multipliers": {
-        "semantic": 1.0,
-        "lexical": 1.0,
-        "graph": 1.0,
-        "recency": 1.0,
-        "salience": 1.0,
-        "confidence": 1.0,
-    },
-    "decision": "insufficient_data",
-    "baseline_recall": 1.0,
-    "candidate_recall": 1.0,
-    "recall_gain": 0.0,
-    "baseline_ndcg": 1.0,
-    "candidate_ndcg": 1.0,
-    "ndcg_gain": 0.0,
-    "baseline_mrr": 1.0,
-    "candidate_mrr": 1.0,
-    "mrr_gain": 0.0,
-    "ndcg_gain_interval": None,
-    "regression_fraction": 0.0,
-    "coverage": {"trials": 1, "query_groups": 1, "relevant_nodes": 1},
-    "trials": [
-        {
-            "group_id": "5a0a505400a79d33f1c13089fdc821f0556ede459f0eaf069008bd9a179fa805",
-            "baseline_request_id": "61975157-0d54-4e1f-9e52-12d6d35be275",
-            "candidate_request_id": "e3bd3f07-850c-4b1b-9ca9-b533ba35115e",
-            "relevant_node_ids": ["5f0c3a52-8d4e-4c1b-9a6e-2b7d9e1f4a10"],
-        }
-    ],
-    "queries": [
-        {
-            "group_id": "5a0a505400a79d33f1c13089fdc821f0556ede459f0eaf069008bd9a179fa805",
-            "baseline_request_ids": ["61975157-0d54-4e1f-9e52-12d6d35be275"],
-            "candidate_request_ids": ["e3bd3f07-850c-4b1b-9ca9-b533ba35115e"],
-            "baseline_recall": 1.0,
-            "candidate_recall": 1.0,
-            "baseline_ndcg": 1.0,
-            "candidate_ndcg": 1.0,
-            "baseline_mrr": 1.0,
-            "candidate_mrr": 1.0,
-        }
-    ],
-    "limitations": list(HOLDOUT_LIMITATIONS),
-    "harm": 0.0,
-    "benefit": 0.0,
-    "severe_share": 0.0,
-    "sign_flip_p": 1.0,
-}
+_PROPOSAL_EXAMPLE = {**_RECORDED["proposal"], "limitations": list(OFFLINE_LIMITATIONS)}
+_HOLDOUT_EXAMPLE = {**_RECORDED["holdout"], "limitations": list(HOLDOUT_LIMITATIONS)}
 
 
 def _example(summary: str, value: dict[str, Any]) -> dict[str, Any]:
