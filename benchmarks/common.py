@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -12,6 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def add_output_options(parser: argparse.ArgumentParser, *, scratch: Path, committed: str) -> None:
+    """``--out DIR`` (default ``scratch``) or ``--update-results`` (overwrite the ``committed``
+    results), never both: only the second writes what the repository holds."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--out", default=None, help=f"output directory (default: {scratch} under the working directory)")
+    group.add_argument("--update-results", action="store_true", help=f"overwrite the committed results ({committed})")
 
 
 @contextmanager

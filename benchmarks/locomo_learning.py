@@ -43,6 +43,7 @@ for _category in (dg.PreviewWarning, dg.BetaWarning):  # partitioned checks are 
 logging.getLogger("dagster._core.execution.plan.active").setLevel(logging.ERROR)
 
 from benchmarks import locomo_diagnosis, locomo_null, locomo_ranking
+from benchmarks.common import add_output_options
 from benchmarks.locomo_report import (
     PASSED_HOLDOUT,
     PASSED_OFFLINE,
@@ -112,15 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default="duckdb",
         help="'duckdb' (a fresh temporary file) or a postgresql:// URL (a fresh schema, dropped after)",
     )
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument(
-        "--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)"
-    )
-    out.add_argument(
-        "--update-results",
-        action="store_true",
-        help="overwrite the committed results (benchmarks/results/locomo, or locomo-minilm for minilm)",
-    )
+    add_output_options(parser, scratch=SCRATCH_OUT, committed="benchmarks/results/locomo, or locomo-minilm for minilm")
     parser.add_argument(
         "--conversations",
         default=None,
@@ -433,41 +426,8 @@ def run_owner(
         )
         diagnosis["proposal_source"] = proposal_source
 
-    c = proposal.coverage
-    e = evaluation
-    holdout = Holdout(
-        gated=gated,
-        status=status,
-        decision=None if e is None else e.decision,
-        baseline=None
-        if e is None
-        else Metrics(
-            k=e.config.k,
-            query_groups=e.coverage.query_groups,
-            recall=e.baseline_recall,
-            ndcg=e.baseline_ndcg,
-            mrr=e.baseline_mrr,
-        ),
-        candidate=None
-        if e is None
-        else Metrics(
-            k=e.config.k,
-            query_groups=e.coverage.query_groups,
-            recall=e.candidate_recall,
-            ndcg=e.candidate_ndcg,
-            mrr=e.candidate_mrr,
-        ),
-        ndcg_gain=None if e is None else e.ndcg_gain,
-        ndcg_gain_interval=None if e is None else e.ndcg_gain_interval,
-        recall_gain=None if e is None else e.recall_gain,
-        mrr_gain=None if e is None else e.mrr_gain,
-        regression_fraction=None if e is None else e.regression_fraction,
-        harm=None if e is None else e.harm,
-        severe_share=None if e is None else e.severe_share,
-        observed_sd=None if e is None else e.observed_sd,
-        groups_for_power=None if e is None else e.groups_for_power,
-        trials=0 if e is None else e.coverage.trials,
-        message=message or (outcome.message if outcome else ""),
+    holdout = holdout_of(
+        evaluation, gated=gated, status=status, message=message or (outcome.message if outcome else "")
     )
     row = OwnerResult(
         owner=owner,
@@ -479,13 +439,7 @@ def run_owner(
         questions_without_evidence=split.without_evidence,
         unresolved_evidence_ids=split.unresolved_evidence_ids,
         feedback=feedback,
-        coverage=Coverage(
-            feedback_records=c.feedback_records,
-            requests_with_pairs=c.requests_with_pairs,
-            training_groups=c.training_queries,
-            validation_groups=c.validation_queries,
-            explicit_pairs=c.explicit_pairs,
-        ),
+        coverage=coverage_of(proposal.coverage),
         exclusions=dict(proposal.exclusions),
         offline=offline_of(proposal),
         offline_v1=offline_of(proposal_v1),
@@ -523,6 +477,49 @@ def offline_of(proposal: Any) -> Offline:
         evidence_ndcg_gain=proposal.evidence_ndcg_gain,
         evidence_gain_interval=proposal.evidence_gain_interval,
         evidence_sign_flip_p=proposal.evidence_sign_flip_p,
+    )
+
+
+_HOLDOUT_FIGURES = (
+    "decision",
+    "ndcg_gain",
+    "ndcg_gain_interval",
+    "recall_gain",
+    "mrr_gain",
+    "regression_fraction",
+    "harm",
+    "severe_share",
+    "observed_sd",
+    "groups_for_power",
+)
+"""What a report's holdout row copies from the holdout evaluation (null where none ran)."""
+
+
+def holdout_of(evaluation: Any, *, gated: bool, status: str, message: str) -> Holdout:
+    """The report's holdout row: the evaluation's figures, its two arms' metrics and trials, or
+    none of them when no holdout ran (``evaluation`` is None)."""
+    if evaluation is None:
+        figures, arms, trials = dict.fromkeys(_HOLDOUT_FIGURES), dict.fromkeys(("baseline", "candidate")), 0
+    else:
+        figures = {name: getattr(evaluation, name) for name in _HOLDOUT_FIGURES}
+        arms = {
+            arm: Metrics(
+                k=evaluation.config.k,
+                query_groups=evaluation.coverage.query_groups,
+                **{metric: getattr(evaluation, f"{arm}_{metric}") for metric in ("recall", "ndcg", "mrr")},
+            )
+            for arm in ("baseline", "candidate")
+        }
+        trials = evaluation.coverage.trials
+    return Holdout(gated=gated, status=status, trials=trials, message=message, **arms, **figures)
+
+
+def coverage_of(coverage: Any) -> Coverage:
+    """A proposal's coverage in the report's words (query groups, not queries)."""
+    return Coverage(
+        training_groups=coverage.training_queries,
+        validation_groups=coverage.validation_queries,
+        **{name: getattr(coverage, name) for name in ("feedback_records", "requests_with_pairs", "explicit_pairs")},
     )
 
 

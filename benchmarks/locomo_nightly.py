@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import add_output_options
 from benchmarks.locomo_learning import (
     _resources,
     _stored_artifact,
@@ -91,9 +92,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--limit", type=int, default=DEFAULT_LIMIT, help=f"results per retrieval (default {DEFAULT_LIMIT})"
     )
     parser.add_argument("--no-real", action="store_true", help="skip the real-label seasons (null control only)")
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument("--out", default=None, help=f"output directory (default: {SCRATCH_OUT})")
-    out.add_argument("--update-results", action="store_true", help=f"overwrite the committed {COMMITTED_OUT.name}")
+    add_output_options(parser, scratch=SCRATCH_OUT, committed=f"benchmarks/results/{COMMITTED_OUT.name}")
     parser.add_argument(
         "--resume",
         action="store_true",

@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, NonNegativeInt, model_validator
 
 from prme_assets.gate_table import GATE_TABLE
 from prme_core.canonical import canonical_json, parse_json
@@ -21,7 +21,7 @@ from prme_core.features import WEIGHT_NAMES
 from prme_core.learning.config import POOL_DEFAULTS
 from prme_core.learning.full_retrieval import DEFAULT_ALPHA_BUDGET
 from prme_core.learning.gates import look_alpha
-from prme_core.types import FrozenModel
+from prme_core.types import FrozenModel, Unit
 
 CheckMark = Literal["pass", "fail", "not reached"]
 RANKINGS = (
@@ -95,18 +95,18 @@ class Metrics(FrozenModel):
     """Group-macro recall, NDCG and MRR at k over holdout query groups."""
 
     k: int = Field(ge=1)
-    query_groups: int = Field(ge=0)
-    recall: float = Field(ge=0.0, le=1.0)
-    ndcg: float = Field(ge=0.0, le=1.0)
-    mrr: float = Field(ge=0.0, le=1.0)
+    query_groups: NonNegativeInt
+    recall: Unit
+    ndcg: Unit
+    mrr: Unit
 
 
 class Coverage(FrozenModel):
-    feedback_records: int = Field(ge=0)
-    requests_with_pairs: int = Field(ge=0)
-    training_groups: int = Field(ge=0)
-    validation_groups: int = Field(ge=0)
-    explicit_pairs: int = Field(ge=0)
+    feedback_records: NonNegativeInt
+    requests_with_pairs: NonNegativeInt
+    training_groups: NonNegativeInt
+    validation_groups: NonNegativeInt
+    explicit_pairs: NonNegativeInt
 
 
 class Offline(FrozenModel):
@@ -147,7 +147,7 @@ class Holdout(FrozenModel):
     severe_share: float | None = None
     observed_sd: float | None = None
     groups_for_power: int | None = None
-    trials: int = Field(ge=0)
+    trials: NonNegativeInt
     message: str = ""
 
     @property
@@ -169,11 +169,11 @@ class Activation(FrozenModel):
 
 
 class NullControl(FrozenModel):
-    seeds: int = Field(ge=0)
-    offline_accepts: int = Field(ge=0)
-    holdout_accepts: int = Field(ge=0)
-    would_activate: int = Field(ge=0)
-    insufficient_data: int = Field(ge=0)
+    seeds: NonNegativeInt
+    offline_accepts: NonNegativeInt
+    holdout_accepts: NonNegativeInt
+    would_activate: NonNegativeInt
+    insufficient_data: NonNegativeInt
     per_seed: tuple[dict[str, Any], ...]
 
     @model_validator(mode="after")
@@ -192,11 +192,11 @@ class NullControl(FrozenModel):
 class OwnerResult(FrozenModel):
     owner: str
     partition: str
-    turns: int = Field(ge=0)
-    questions: int = Field(ge=0)
-    feedback_questions: int = Field(ge=0)
-    holdout_questions: int = Field(ge=0)
-    questions_without_evidence: int = Field(ge=0)
+    turns: NonNegativeInt
+    questions: NonNegativeInt
+    feedback_questions: NonNegativeInt
+    holdout_questions: NonNegativeInt
+    questions_without_evidence: NonNegativeInt
     unresolved_evidence_ids: tuple[str, ...]
     feedback: dict[str, int]
     coverage: Coverage

@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common import add_output_options
 from prme_core.canonical import canonical_json
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
@@ -640,14 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose nothing: the engine's current defaults vs the reference, on the feedback questions and once "
         "on the holdout questions (confirmation.json, confirmation.md)",
     )
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument(
-        "--out", default=None, help=f"output directory (default: {SCRATCH_OUT} under the working directory)"
-    )
-    out.add_argument(
-        "--update-results",
-        action="store_true",
-        help="overwrite the committed results (benchmarks/results/tuning, or tuning-<embedding> for another embedding)",
+    add_output_options(
+        parser, scratch=SCRATCH_OUT, committed="benchmarks/results/tuning, or tuning-<embedding> for another embedding"
     )
     return parser
 
