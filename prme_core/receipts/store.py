@@ -19,6 +19,7 @@ from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.pool import PoolColumns, PoolSummary, packed_from_stored, pool_digest, stored_pool
 from prme_core.receipts.projection import packed_projection, scope_key
 from prme_core.storage.base import Store
+from prme_core.storage.compression import stored_float_block
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.session import StoreSession
 from prme_core.storage.sql import PROJECTION_HEADER_COLUMNS
@@ -53,7 +54,7 @@ def receipt_bytes(receipt: RetrievalReceipt) -> bytes:
     return receipt.canonical_bytes()
 
 
-def _draft(receipt: RetrievalReceipt, payload: bytes | None = None) -> OperationDraft:
+def _draft(receipt: RetrievalReceipt, backend: str, payload: bytes | None = None) -> OperationDraft:
     return OperationDraft(
         id=receipt_operation_id(receipt.owner, receipt.request_id),
         owner=receipt.owner,
@@ -61,6 +62,7 @@ def _draft(receipt: RetrievalReceipt, payload: bytes | None = None) -> Operation
         payload=payload if payload is not None else receipt_bytes(receipt),
         scope_key=scope_key(receipt.scopes),
         target_id=str(receipt.request_id),
+        compressed=backend in COMPRESSED_RECEIPT_BACKENDS,
     )
 
 
@@ -73,7 +75,7 @@ def _projection_row(receipt: RetrievalReceipt, checksum: str, backend: str) -> t
         checksum,
         *(packed.header[c] for c in PROJECTION_HEADER_COLUMNS),
         packed.int_columns,
-        packed.float_columns,
+        stored_float_block(packed.float_columns) if backend in COMPRESSED_FLOAT_BACKENDS else packed.float_columns,
         packed.node_ids,
         packed.base_node_ids,
         packed.adjustments,
@@ -91,6 +93,19 @@ compression does better on the packed bytes than zlib does — and 25.8 KB compr
 accept both forms on either backend (``packed_from_stored``)."""
 
 
+COMPRESSED_RECEIPT_BACKENDS = frozenset({"postgresql"})
+"""Where a receipt's canonical bytes are stored compressed (``operations.payload_z``, migration 9)
+rather than as JSON text. Measured at 10,000 memories (``benchmarks/retrieval.py``, on disk after
+a vacuum): PostgreSQL keeps the ~29 KB text as ~8.6 KB (its TOAST compression) against ~5.5 KB
+compressed here; DuckDB keeps it as ~3.1 KB (its column compression spans rows) against
+~5.7 KB. Reads accept both forms on either backend."""
+
+COMPRESSED_FLOAT_BACKENDS = frozenset({"duckdb", "postgresql"})
+"""Where a projection's float block (~11 KB of float64 at limit 50) is stored compressed
+(``storage.compression.stored_float_block``): DuckDB keeps it as is in ~4.4 KB, compressed in
+~0.7 KB; PostgreSQL ~1.0 KB as is (TOAST), ~0.7 KB compressed."""
+
+
 def _stored(packed: bytes | None, backend: str) -> bytes | None:
     if packed is None:
         return None
@@ -103,7 +118,7 @@ def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | 
     Request ids are fresh server UUIDs, so the receipt is inserted without a conflict clause
     (which costs DuckDB more than the insert); a reused id fails the transaction instead.
     """
-    draft = _draft(receipt, payload)
+    draft = _draft(receipt, tx.backend, payload)
     try:
         stored = tx.insert_new_operation(draft)
     except DuplicateKey:
@@ -117,7 +132,7 @@ def write_receipts(tx: StoreSession, receipts: Sequence[RetrievalReceipt]) -> li
     one per table per chunk, instead of two statements per receipt. Returns their checksums in
     order. A request id that is stored already, or repeated in ``receipts``, fails the
     transaction (``IdempotencyConflict``)."""
-    drafts = [_draft(receipt) for receipt in receipts]
+    drafts = [_draft(receipt, tx.backend) for receipt in receipts]
     try:
         tx.insert_new_operations(drafts)
     except DuplicateKey:

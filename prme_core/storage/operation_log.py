@@ -11,29 +11,50 @@ import numpy as np
 import pyarrow as pa
 
 from prme_core.errors import AmbiguousRecord, CorruptRecord
+from prme_core.storage.compression import compress, text_payload
 from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.sql import _OP_SELECT, NEW_OPERATION_COLUMNS, SessionBase, _chunks, _placeholders
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
+_NEW_NAMES = ", ".join(NEW_OPERATION_COLUMNS)
+_NEW_MARKS = _placeholders(len(NEW_OPERATION_COLUMNS))
 
-def _operation_values(draft: OperationDraft, admitted_us: int | None = None) -> tuple:
-    """A draft's column values in ``OPERATION_COLUMNS`` order after ``seq``, admitted now unless
-    given (so ``row_operation((seq, *values))`` is the stored row)."""
-    admitted = to_epoch_us(utc_now()) if admitted_us is None else admitted_us
+
+def _operation_values(draft: OperationDraft, admitted_us: int) -> tuple:
+    """A draft's column values in ``NEW_OPERATION_COLUMNS`` order: the payload as text, or
+    (``draft.compressed``) an empty text and the compressed bytes."""
     return (
         draft.id,
         draft.owner,
         draft.op_type,
         draft.scope_key,
         draft.target_id,
-        draft.payload.decode("utf-8"),
+        "" if draft.compressed else draft.payload.decode("utf-8"),
         draft.checksum,
-        admitted,
+        admitted_us,
+        compress(draft.payload) if draft.compressed else None,
+    )
+
+
+def _written(draft: OperationDraft, seq: int, admitted_us: int) -> StoredOperation:
+    """The stored row of a draft just appended at ``seq`` (its payload as the draft holds it)."""
+    return StoredOperation(
+        seq=int(seq),
+        id=draft.id,
+        owner=draft.owner,
+        op_type=draft.op_type,
+        scope_key=draft.scope_key,
+        target_id=draft.target_id,
+        payload=draft.payload.decode("utf-8"),
+        checksum=draft.checksum,
+        admitted_at=from_epoch_us(admitted_us),
     )
 
 
 def row_operation(row: Sequence[Any]) -> StoredOperation:
-    seq, id_, owner, op_type, scope_key, target_id, payload, checksum, admitted_us = row
+    """A selected row (``OPERATION_COLUMNS`` order) as an operation; a compressed payload is
+    inflated here (``CorruptRecord`` if it does not) and verified by the caller as any other."""
+    seq, id_, owner, op_type, scope_key, target_id, payload, checksum, admitted_us, payload_z = row
     return StoredOperation(
         seq=int(seq),
         id=id_,
@@ -41,7 +62,7 @@ def row_operation(row: Sequence[Any]) -> StoredOperation:
         op_type=op_type,
         scope_key=scope_key,
         target_id=target_id,
-        payload=payload,
+        payload=payload if payload_z is None else text_payload(payload_z, f"the payload of operation {id_}"),
         checksum=checksum,
         admitted_at=from_epoch_us(admitted_us),
     )
@@ -84,19 +105,34 @@ def _verify_payloads(payloads: Any, checksums: Any, marker: bytes) -> tuple[list
     return parts[0] + parts[1], digests
 
 
+def _text_payloads(batch: Any, targets: list[str]) -> Any:
+    """A streamed batch's payloads as one Arrow string column: the text column as it is when no
+    row is compressed, else each compressed payload inflated."""
+    compressed = batch.column("payload_z")
+    if compressed.null_count == len(compressed):
+        return batch.column("payload")
+    texts = batch.column("payload").to_pylist()
+    return pa.array(
+        [
+            text if blob is None else text_payload(blob, f"the payload of the {target} operation")
+            for text, blob, target in zip(texts, compressed.to_pylist(), targets)
+        ],
+        type=pa.string(),
+    )
+
+
 class OperationLog(SessionBase):
     """Operations appended and read (verified) through the owner."""
 
     def append_operation(self, draft: OperationDraft) -> tuple[StoredOperation, bool]:
         """Append unless the id exists; return the stored row and whether this call wrote it."""
-        values = _operation_values(draft)
+        admitted = to_epoch_us(utc_now())
         returned = self.conn.fetchall(
-            "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING seq",
-            list(values),
+            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) ON CONFLICT (id) DO NOTHING RETURNING seq",
+            list(_operation_values(draft, admitted)),
         )
         if returned:
-            return row_operation((returned[0][0], *values)), True
+            return _written(draft, returned[0][0], admitted), True
         existing = self._operation_by_id(draft.id)
         if existing is None:  # pragma: no cover - a conflicting row exists by definition
             raise CorruptRecord(f"operation {draft.id} conflicted but cannot be read back")
@@ -105,13 +141,12 @@ class OperationLog(SessionBase):
     def insert_new_operation(self, draft: OperationDraft) -> StoredOperation:
         """Append an operation whose id is known to be new (no conflict clause: the cheapest
         insert). A duplicate id raises ``DuplicateKey`` and the transaction must end."""
-        values = _operation_values(draft)
+        admitted = to_epoch_us(utc_now())
         seq = self.conn.fetchall(
-            "INSERT INTO operations (id, owner, op_type, scope_key, target_id, payload, checksum, admitted_us) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-            list(values),
+            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) RETURNING seq",
+            list(_operation_values(draft, admitted)),
         )[0][0]
-        return row_operation((seq, *values))
+        return _written(draft, seq, admitted)
 
     def _operation_by_id(self, op_id: str) -> StoredOperation | None:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
@@ -200,8 +235,10 @@ class OperationLog(SessionBase):
         self, owner: str, op_type: str, target_ids: Sequence[str], digest_field: str
     ) -> list[tuple[str, str, bool, str]]:
         """(target id, checksum, payload still hashes to checksum, value of a top-level digest
-        field) per operation. Where the backend hashes fast, no payload leaves the database;
-        otherwise payloads stream back in batches and are hashed from the Arrow buffers."""
+        field) per operation. Where the backend hashes fast, no text payload leaves the database;
+        otherwise payloads stream back in batches and are hashed from the Arrow buffers.
+        Compressed payloads always stream back and are inflated (``CorruptRecord`` if one does
+        not) and hashed here."""
         found: list[tuple[str, str, bool, str]] = []
         marker = f'"{digest_field}":"'
         hash_sql = self.conn.sha256_sql("payload")
@@ -213,23 +250,21 @@ class OperationLog(SessionBase):
                         tuple(r)
                         for r in self.conn.fetchall(
                             f"SELECT target_id, checksum, {hash_sql} = checksum, {digest_sql} FROM operations "
-                            f"WHERE owner = ? AND op_type = ? AND {where}",
+                            f"WHERE owner = ? AND op_type = ? AND {where} AND payload_z IS NULL",
                             [marker, owner, op_type, *extra],
                         )
                     )
-                    continue
+                streamed = "payload_z IS NOT NULL" if hash_sql is not None else "TRUE"
                 for batch in self.conn.stream_arrow(
-                    f"SELECT target_id, checksum, payload FROM operations WHERE owner = ? AND op_type = ? AND {where}",
+                    "SELECT target_id, checksum, payload, payload_z FROM operations "
+                    f"WHERE owner = ? AND op_type = ? AND {where} AND {streamed}",
                     [owner, op_type, *extra],
                 ):
+                    targets = batch.column("target_id").to_pylist()
                     intact, digests = _verify_payloads(
-                        batch.column("payload"), batch.column("checksum"), marker.encode()
+                        _text_payloads(batch, targets), batch.column("checksum"), marker.encode()
                     )
-                    found.extend(
-                        zip(
-                            batch.column("target_id").to_pylist(), batch.column("checksum").to_pylist(), intact, digests
-                        )
-                    )
+                    found.extend(zip(targets, batch.column("checksum").to_pylist(), intact, digests))
         return found
 
     def latest_operation(self, owner: str, op_type: str, target_id: str) -> StoredOperation | None:
@@ -240,6 +275,18 @@ class OperationLog(SessionBase):
             [owner, op_type, target_id],
         )
         return row_operation(rows[0]).verified(owner) if rows else None
+
+    def count_operations_before(
+        self, owner: str, op_type: str, *, scope_key: str | None, target_id: str | None, before_seq: int
+    ) -> int:
+        """How many of an owner's operations of one type, scope set and target were admitted
+        before ``before_seq`` (a record's place in its series)."""
+        row = self.conn.fetchall(
+            "SELECT count(*) FROM operations WHERE owner = ? AND op_type = ? AND scope_key IS NOT DISTINCT FROM ? "
+            "AND target_id IS NOT DISTINCT FROM ? AND seq < ?",
+            [owner, op_type, scope_key, target_id, before_seq],
+        )[0]
+        return int(row[0])
 
     def operation_fingerprint(self, owner: str, op_type: str) -> tuple[int, int]:
         """(count, newest seq) of an owner's operations of one type: changes when one is added."""

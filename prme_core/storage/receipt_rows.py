@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from prme_core.storage.compression import float_block_from_stored
 from prme_core.storage.sql import PROJECTION_COLUMNS, SessionBase, _placeholders
+
+_FLOATS = 9  # the float block's place in a projection row as read
 
 
 class ReceiptRows(SessionBase):
@@ -12,8 +15,8 @@ class ReceiptRows(SessionBase):
 
     def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
         """Packed projection rows of receipts, streamed (column order: see receipts.store); the
-        pool digest is '' and the pool flags 0 before version 11. The pools themselves are read by
-        ``receipt_pool_rows``."""
+        pool digest is '' and the pool flags 0 before version 11, and a float block stored
+        compressed comes back inflated. The pools themselves are read by ``receipt_pool_rows``."""
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
                 for batch in self.conn.stream_arrow(
@@ -23,7 +26,12 @@ class ReceiptRows(SessionBase):
                     f"FROM receipt_projections WHERE owner = ? AND {where}",
                     [owner, *extra],
                 ):
-                    yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
+                    columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+                    columns[_FLOATS] = [
+                        float_block_from_stored(block, f"the projection of receipt {request_id}")
+                        for request_id, block in zip(columns[0], columns[_FLOATS])
+                    ]
+                    yield from zip(*columns)
 
     def receipt_pool_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple[str, str, str, bytes]]:
         """(request id, receipt checksum, pool digest, packed pool) of version-11 receipts, streamed;

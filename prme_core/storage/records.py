@@ -11,7 +11,8 @@ from prme_core.errors import CorruptRecord
 
 @dataclass(frozen=True)
 class OperationDraft:
-    """An operation about to be appended. ``payload`` is canonical JSON bytes."""
+    """An operation about to be appended. ``payload`` is canonical JSON bytes; ``compressed``
+    stores them compressed (``payload_z``) instead of as text (the checksum is the same)."""
 
     id: str
     owner: str
@@ -19,6 +20,7 @@ class OperationDraft:
     payload: bytes
     scope_key: str | None = None
     target_id: str | None = None
+    compressed: bool = False
 
     @classmethod
     def of(

@@ -290,3 +290,14 @@ $$ LANGUAGE plpgsql;
 """,
     ),
 )
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        9,
+        "compact receipts (issue 28): an operation's payload may be stored compressed in payload_z, its text "
+        "payload then empty; rows written before keep their text payload and a NULL payload_z",
+        """
+ALTER TABLE operations ADD COLUMN payload_z {blob};
+""",
+    ),
+)

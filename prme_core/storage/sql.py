@@ -29,7 +29,18 @@ NODE_COLUMNS = (
     "superseded_by",
 )
 EDGE_COLUMNS = ("owner", "id", "source_id", "target_id", "edge_type", "weight", "created_us", "metadata")
-OPERATION_COLUMNS = ("seq", "id", "owner", "op_type", "scope_key", "target_id", "payload", "checksum", "admitted_us")
+OPERATION_COLUMNS = (
+    "seq",
+    "id",
+    "owner",
+    "op_type",
+    "scope_key",
+    "target_id",
+    "payload",
+    "checksum",
+    "admitted_us",
+    "payload_z",  # the payload compressed, or NULL (storage.compression)
+)
 _NODE_SELECT = ", ".join(NODE_COLUMNS)
 _OP_SELECT = ", ".join(OPERATION_COLUMNS)
 IN_BATCH = 500
