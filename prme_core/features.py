@@ -13,11 +13,31 @@ then the two ordering values (``path_score``, ``base_score``).
 This module imports nothing from ``prme_core`` so that storage, receipts, retrieval and learning
 may all import it. ``RECEIPT_LAYOUTS`` records which layout each receipt schema version uses;
 ``receipts.versions`` binds the current one to ``CURRENT_SCHEMA_VERSION``.
+
+A layout travels with every feature array (a pool's columns, a scored pool, a pool set, judged
+arrays): stored data is read with the layout its record names (``layout_for`` its receipt
+version), never with the current one, and an array is moved to another layout by feature name
+(``FeatureLayout.remap``). Rules where two layouts differ: a feature the source lacks takes its
+neutral value (0 for additive features, ``NEUTRAL_FACTORS`` for factors) and a weight a weight
+set lacks is 0 (``FeatureLayout.weight_vector``), which leave formula 1 bit-identical; a feature
+the target lacks may be dropped only where it holds its neutral value everywhere, otherwise
+``LayoutMismatch`` (it would change scores). A profile names weights by field, so it applies to
+any layout: a weight it does not name keeps multiplier 1.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
+
+NEUTRAL_FACTORS: dict[str, float] = {"epistemic_weight": 1.0, "temporal_affinity": 0.0, "node_type_boost": 1.0}
+"""Factor values that leave the additive score unchanged (synthetic receipts, benchmarks, remapping)."""
+
+
+class LayoutMismatch(ValueError):
+    """An array cannot be moved to another feature layout without changing scores (a feature the
+    target lacks holds non-neutral values), or no registered layout fits a record."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +75,48 @@ class FeatureLayout:
         """Projection columns of the applied weight set (``w_<name>``): additive weights, then scalars."""
         return tuple(weight_column(name) for name in self.additive + self.scalars)
 
+    @property
+    def width(self) -> int:
+        """Columns of this layout's (n, features) matrix."""
+        return len(self.features)
+
+    @property
+    def interaction_offset(self) -> int:
+        """Column of the first interaction feature (interactions follow the factors)."""
+        return len(self.weights) + len(self.factors)
+
+    def index(self, name: str) -> int:
+        """Column of feature ``name`` in this layout's matrix."""
+        return self.features.index(name)
+
+    def neutral(self, name: str) -> float:
+        """The value of ``name`` that leaves formula 1 unchanged: 0 for an additive feature,
+        its ``NEUTRAL_FACTORS`` value for a factor."""
+        return NEUTRAL_FACTORS[name] if name in self.factors else 0.0
+
+    def weight_vector(self, weights: object) -> tuple[float, ...]:
+        """The applied weights of a weight set (a ``ScoringWeights``) in ``additive`` order; a
+        feature the weight set has no field for has weight 0 (it adds nothing)."""
+        return tuple(float(getattr(weights, name, 0.0)) for name in self.additive)
+
+    def remap(self, matrix: np.ndarray, source: FeatureLayout) -> np.ndarray:
+        """``matrix`` (n, ``source.width``) as this layout's (n, width) matrix, column by name
+        (see the module docstring for the rules); the matrix itself when the layouts agree."""
+        if source.features == self.features:
+            return matrix
+        if matrix.shape[1] != source.width:
+            raise LayoutMismatch(f"a matrix of {matrix.shape[1]} columns is not in a layout of {source.width} features")
+        for j, name in enumerate(source.features):
+            if name not in self.features and np.any(matrix[:, j] != source.neutral(name)):
+                raise LayoutMismatch(
+                    f"feature {name!r} is not in the target layout {self.features} but holds non-neutral values; "
+                    "read these arrays in a layout that has it"
+                )
+        out = np.empty((matrix.shape[0], self.width), dtype=np.float64)
+        for j, name in enumerate(self.features):
+            out[:, j] = matrix[:, source.index(name)] if name in source.features else self.neutral(name)
+        return out
+
 
 def feature_column(name: str) -> str:
     return f"f_{name}"
@@ -84,7 +146,8 @@ features adds an entry."""
 
 
 def layout_for(schema_version: int) -> FeatureLayout:
-    """The layout a receipt of ``schema_version`` records."""
+    """The layout a receipt of ``schema_version`` records (read from ``RECEIPT_LAYOUTS`` at call
+    time: the one place layouts are registered)."""
     found = [layout for since, layout in RECEIPT_LAYOUTS if since <= schema_version]
     if not found:
         raise ValueError(
@@ -93,9 +156,37 @@ def layout_for(schema_version: int) -> FeatureLayout:
     return found[-1]
 
 
+def current_layout() -> FeatureLayout:
+    """The newest registered layout (read at call time): what learning arrays are built in when
+    their caller names none."""
+    return RECEIPT_LAYOUTS[-1][1]
+
+
+def layout_of_width(width: int, *, since: int = 1) -> FeatureLayout:
+    """The one layout of receipt versions ≥ ``since`` whose matrix has ``width`` columns, for
+    records that store only a width (a packed pool's header); ``LayoutMismatch`` when none or
+    several fit (then the caller must pass the record's ``layout_for`` its version)."""
+    found = {layout for start, layout in RECEIPT_LAYOUTS if layout.width == width and _covers(start, since)}
+    if len(found) != 1:
+        widths = sorted({layout.width for _, layout in RECEIPT_LAYOUTS})
+        raise LayoutMismatch(
+            f"{len(found) or 'no'} registered feature layouts have {width} features (widths: {widths}); "
+            "pass the layout of the record's receipt version"
+        )
+    return found.pop()
+
+
+def _covers(start: int, since: int) -> bool:
+    """Whether the layout registered at ``start`` is used by some version ≥ ``since``."""
+    later = [s for s, _ in RECEIPT_LAYOUTS if s > start]
+    return not later or min(later) > since
+
+
 CURRENT_LAYOUT = RECEIPT_LAYOUTS[-1][1]
 
-# The current layout, by name (what new receipts, fits and benchmarks use).
+# The layout this code computes and its models hold (new receipts, traces, weight fields,
+# benchmarks), by name. Never read stored data with these: resolve the record's layout
+# (``layout_for`` its version) and remap by name.
 WEIGHT_NAMES = CURRENT_LAYOUT.weights
 INTERACTION_NAMES = CURRENT_LAYOUT.interactions
 ADDITIVE_NAMES = CURRENT_LAYOUT.additive
@@ -115,9 +206,6 @@ LEXICAL_INDEX = TRACE_FEATURES.index("lexical")
 EPISTEMIC_INDEX = TRACE_FEATURES.index("epistemic_weight")
 TEMPORAL_INDEX = TRACE_FEATURES.index("temporal_affinity")
 NODE_TYPE_INDEX = TRACE_FEATURES.index("node_type_boost")
-
-NEUTRAL_FACTORS: dict[str, float] = {"epistemic_weight": 1.0, "temporal_affinity": 0.0, "node_type_boost": 1.0}
-"""Factor values that leave the additive score unchanged (synthetic receipts, benchmarks)."""
 
 # Projection column names (``receipts.projection`` packs them; learning reads them back).
 FEATURE_COLUMNS = CURRENT_LAYOUT.feature_columns

@@ -1,7 +1,8 @@
 """Proposed scores, the pairwise objective, the coordinate search and judged metrics.
 
-The candidate family multiplies each applied additive weight (``features.WEIGHT_NAMES``) by a
-factor in [0.25, 4] and renormalizes (``retrieval.multipliers``); everything else a receipt recorded —
+The candidate family multiplies each applied additive weight (``retrieval.config.WEIGHT_FIELDS``,
+lined up with the judged arrays' own layout by name) by a factor in [0.25, 4] and renormalizes
+(``retrieval.multipliers``); everything else a receipt recorded —
 features, temporal bonus, epistemic factor, node-type boost, relevance cap, rounding, and the
 ordered operations (neural blends, session/episode decays, current-update) — is replayed as it
 was. Unity reproduces the recorded scores exactly.
@@ -23,11 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prme_core.features import WEIGHT_COUNT
 from prme_core.learning.metrics import ndcg_at_k_batch, pairwise_accuracy_batch
 from prme_core.learning.observations import Judged
 from prme_core.retrieval.formula import weighted_base_scores
-from prme_core.retrieval.multipliers import MAX_MULTIPLIER, MIN_MULTIPLIER, adjusted_weight_matrix
+from prme_core.retrieval.multipliers import (
+    FACTOR_COUNT,
+    MAX_MULTIPLIER,
+    MIN_MULTIPLIER,
+    adjusted_weight_matrix,
+    layout_factors,
+)
 
 FIT_ALGORITHM = "pairwise_weight_multipliers_v1"
 PARALLEL_ROWS = 50_000  # below this, threads cost more than they save
@@ -68,12 +74,15 @@ def proposed_scores(judged: Judged, multipliers: np.ndarray, rows: slice = slice
     """Judged candidates' scores under ``multipliers`` (bit-identical to retrieval): each
     distinct applied weight set is renormalized once, then the formula runs row-wise."""
     sets, index = judged.weight_sets()
-    # multipliers adjust the six weights; interaction weights (layout 2) stay as recorded
-    adjusted = np.hstack([adjusted_weight_matrix(sets[:, :WEIGHT_COUNT], multipliers), sets[:, WEIGHT_COUNT:]])
+    # multipliers adjust the layout's weights (by name); interaction weights stay as recorded
+    layout = judged.layout
+    count = len(layout.weights)
+    factors = layout_factors(multipliers, layout)
+    adjusted = np.hstack([adjusted_weight_matrix(sets[:, :count], factors), sets[:, count:]])
     features = judged.features[rows]
     n = features.shape[0]
     weights = np.broadcast_to(adjusted[0], (n, adjusted.shape[1])) if index is None else adjusted[index[rows]]
-    s = weighted_base_scores(features, weights, judged.scalars[rows])
+    s = weighted_base_scores(features, weights, judged.scalars[rows], layout)
     for layer in judged.layers:
         c, kind = layer.coefficient[rows], layer.kind[rows]
         blended = (1.0 - c) * layer.neural[rows] + c * s
@@ -123,15 +132,15 @@ class PairwiseObjective:
 
 def coordinate_search(objective: PairwiseObjective, passes_per_step: int) -> tuple[np.ndarray, float, float]:
     """Start at unity; for each step of the schedule, up to ``passes_per_step`` passes over the
-    factors in ``WEIGHT_NAMES`` order, trying −step then +step (clamped to [0.25, 4]); a move is
+    factors in ``WEIGHT_FIELDS`` order, trying −step then +step (clamped to [0.25, 4]); a move is
     kept only if it lowers the best loss by more than 1e-12. Returns (multipliers, loss at unity,
     final loss)."""
-    current = np.zeros(WEIGHT_COUNT)
+    current = np.zeros(FACTOR_COUNT)
     best = before = objective.loss(current)
     for step in STEP_SCHEDULE:
         for _ in range(passes_per_step):
             changed = False
-            for feature in range(WEIGHT_COUNT):
+            for feature in range(FACTOR_COUNT):
                 start = current[feature]
                 for move in (-step, step):
                     value = min(max(start + move, _LOW), _HIGH)

@@ -27,8 +27,10 @@ from prme_core.canonical import parse_json
 from prme_core.errors import InvalidEvidence, InvalidInput, MissingEvidence, PairBudgetExceeded
 from prme_core.features import (
     ADDITIVE_WEIGHT_COLUMNS,
+    CURRENT_LAYOUT,
     SCALAR_WEIGHT_COLUMNS,
     TRACE_FEATURE_COLUMNS,
+    FeatureLayout,
 )
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.config import LearningConfig
@@ -101,6 +103,7 @@ class Judged:
     pair_positive: np.ndarray  # row indices of each explicit pair's positive
     pair_negative: np.ndarray
     pair_request: np.ndarray
+    layout: FeatureLayout = CURRENT_LAYOUT  # of ``features`` and ``weights`` (projections are remapped to it)
 
     @property
     def size(self) -> int:

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from prme_core.errors import BaselineReplayMismatch, InvalidEvidence
-from prme_core.features import WEIGHT_COUNT
 from prme_core.gcpause import cyclic_gc_paused
 from prme_core.learning.bootstrap import bootstrap_interval, sign_flip_p_value
 from prme_core.learning.config import LearningConfig
@@ -52,7 +51,7 @@ from prme_core.learning.proposal import (
 )
 from prme_core.learning.snapshot import FeedbackSnapshot
 from prme_core.learning.split import crossfit_fold
-from prme_core.retrieval.multipliers import FAMILY_V1, UNITY, RankingMultipliers
+from prme_core.retrieval.multipliers import FACTOR_COUNT, FAMILY_V1, UNITY, RankingMultipliers
 from prme_core.validation import parse_model
 
 REPORT_VERSION = 3
@@ -72,7 +71,7 @@ def baseline_replay_check(prepared: Prepared) -> ReplayCheck:
     judged = prepared.judged
     if judged.size == 0:
         return ReplayCheck(True, 0, 0, 0.0)
-    unity = np.ones(WEIGHT_COUNT)
+    unity = np.ones(FACTOR_COUNT)
     scores = proposed_scores(judged, unity)
     base = proposed_scores(dataclasses.replace(judged, layers=[]), unity)
     bad = (scores != judged.recorded) | (base != judged.recorded_base)

@@ -1,7 +1,8 @@
 """Pool-replay fitting: choose a ranking adjustment by re-ranking recorded pools of training requests.
 
-Parameters: the six log-multipliers in [ln 0.25, ln 4] and, for profile family 2, the three
-interaction weights in [0, 0.5]; the family's identity element (unity, the base configuration's
+Parameters: a log-multiplier in [ln 0.25, ln 4] per additive weight field
+(``multipliers.FACTOR_COUNT``) and, for profile family 2, the interaction weights in [0, 0.5]
+(``multipliers.INTERACTION_WEIGHT_COUNT``); the family's identity element (unity, the base configuration's
 interaction weights) reproduces the base ranking exactly. Every evaluation re-ranks each training
 request's whole recorded pool through ``pool_ranking.PoolSet`` (the arithmetic of retrieval), so
 what is fitted is what a fresh retrieval over the same memory would return.
@@ -40,7 +41,9 @@ from prme_core.learning.fit import IMPROVEMENT_EPSILON, STEP_SCHEDULE, multiplie
 from prme_core.learning.pool_ranking import PoolRanking, PoolSet
 from prme_core.retrieval.config import MAX_INTERACTION_WEIGHT
 from prme_core.retrieval.multipliers import (
+    FACTOR_COUNT,
     FAMILY_V1,
+    INTERACTION_WEIGHT_COUNT,
     MAX_MULTIPLIER,
     MIN_MULTIPLIER,
     ProfileFamily,
@@ -57,7 +60,7 @@ _LOW, _HIGH = math.log(MIN_MULTIPLIER), math.log(MAX_MULTIPLIER)
 
 @dataclass(frozen=True)
 class Parameters:
-    """A point of the search: six log-multipliers and (family 2) three interaction weights."""
+    """A point of the search: the log-multipliers and (family 2) the interaction weights."""
 
     log_multipliers: tuple[float, ...]
     interactions: tuple[float, ...] | None
@@ -71,7 +74,7 @@ class Parameters:
     def with_value(self, index: int, value: float) -> Parameters:
         v = self.values()
         v[index] = value
-        return Parameters(tuple(v[:6]), None if self.interactions is None else tuple(v[6:]))
+        return Parameters(tuple(v[:FACTOR_COUNT]), None if self.interactions is None else tuple(v[FACTOR_COUNT:]))
 
 
 class PoolObjective:
@@ -136,7 +139,7 @@ class SearchResult:
 
 
 def identity(family: ProfileFamily, base_interactions: tuple[float, ...]) -> Parameters:
-    return Parameters((0.0,) * 6, None if family == FAMILY_V1 else tuple(base_interactions))
+    return Parameters((0.0,) * FACTOR_COUNT, None if family == FAMILY_V1 else tuple(base_interactions))
 
 
 def search(
@@ -148,8 +151,12 @@ def search(
     at_identity = best_value
     rng = np.random.Generator(np.random.PCG64(seed))
     for _ in range(starts):
-        logs = tuple(float(v) for v in rng.uniform(-START_LOG_SPAN, START_LOG_SPAN, 6))
-        betas = None if family == FAMILY_V1 else tuple(float(v) for v in rng.uniform(0.0, MAX_INTERACTION_WEIGHT, 3))
+        logs = tuple(float(v) for v in rng.uniform(-START_LOG_SPAN, START_LOG_SPAN, FACTOR_COUNT))
+        betas = (
+            None
+            if family == FAMILY_V1
+            else tuple(float(v) for v in rng.uniform(0.0, MAX_INTERACTION_WEIGHT, INTERACTION_WEIGHT_COUNT))
+        )
         trial = Parameters(logs, betas)
         value = objective.value(trial)
         if value > best_value + IMPROVEMENT_EPSILON:
@@ -159,7 +166,9 @@ def search(
         for _ in range(passes_per_step):
             moved = False
             for index in range(size):
-                step, low, high = (log_step, _LOW, _HIGH) if index < 6 else (beta_step, 0.0, MAX_INTERACTION_WEIGHT)
+                step, low, high = (
+                    (log_step, _LOW, _HIGH) if index < FACTOR_COUNT else (beta_step, 0.0, MAX_INTERACTION_WEIGHT)
+                )
                 current = best.values()[index]
                 for move in (-step, step):
                     value_at = min(max(current + move, low), high)

@@ -11,6 +11,10 @@ is higher, or enters the list), the re-sort by (score, id) when inheritance chan
 the same float operation in the same order. ``tests/learning/test_pool_ranking.py`` checks the
 result against ``retrieval.pool_replay.replay_pool`` (and so against fresh retrievals).
 
+A set is ranked in one feature layout (``PoolSet.layout``; default the current one): each
+pool's columns are read in the layout its record names and remapped to it by feature name
+(``features.FeatureLayout.remap``), so pools of different receipt versions rank together.
+
 Judged labels sit on items: pool members and the outside session neighbours a pool records.
 ``judged_metrics`` scores a ranking with judged-positive NDCG@k over the whole returned list
 (an unlabelled item carries no gain and is never treated as a negative; only explicit pairs
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from prme_core.features import LEXICAL_INDEX, SEMANTIC_INDEX
+from prme_core.features import FeatureLayout, current_layout
 from prme_core.learning.metrics import ndcg_at_k_batch, pairwise_accuracy_batch
 from prme_core.receipts.pool import PoolColumns
 from prme_core.retrieval.config import ScoringWeights
@@ -68,7 +72,8 @@ class PoolRanking:
 class PoolSet:
     """Flat arrays over the members (then outside neighbours) of many pools."""
 
-    def __init__(self, requests: Sequence[PoolRequest]) -> None:
+    def __init__(self, requests: Sequence[PoolRequest], layout: FeatureLayout | None = None) -> None:
+        self.layout = layout = layout or current_layout()
         self.requests = len(requests)
         contexts: dict[bytes, int] = {}
         self.contexts: list[tuple[ScoringWeights, bool, bool, RankingMultipliers | None]] = []
@@ -111,10 +116,14 @@ class PoolSet:
         self.context = np.array(ctx, dtype=np.int64)
         self.top_k, self.decay = np.array(top_k, dtype=np.int64), np.array(decay)
         self.min_score, self.limit = np.array(min_score), np.array(limit, dtype=np.int64)
-        width = requests[0].columns.features.shape[1] if requests else 0
-        features = np.concatenate([r.columns.features for r in requests]) if n else np.zeros((0, width))
+        features = (
+            np.concatenate([layout.remap(r.columns.features, r.columns.layout) for r in requests])
+            if n
+            else np.zeros((0, layout.width))
+        )
         self.features = np.asfortranarray(features)  # formula 1 reads it column by column
-        self.relevance = self.features[:, SEMANTIC_INDEX] + self.features[:, LEXICAL_INDEX] if n else np.zeros(0)
+        f = self.features
+        self.relevance = f[:, layout.index("semantic")] + f[:, layout.index("lexical")] if n else np.zeros(0)
         self.path_score = np.minimum(
             _bit_count(np.concatenate([r.columns.paths for r in requests] or [np.zeros(0, np.uint8)])) / 3.0, 1.0
         )
@@ -221,10 +230,12 @@ class PoolSet:
                 continue
             ws, f = weights[c], self._context_features[c]
             size = rows.size
+            vector = np.array(self.layout.weight_vector(ws), dtype=np.float64)
             base = weighted_base_scores(
                 f,
-                np.broadcast_to(np.array(ws.additive_vector(), dtype=np.float64), (size, len(ws.additive_vector()))),
+                np.broadcast_to(vector, (size, vector.size)),
                 np.broadcast_to(np.array([ws.temporal_boost, ws.relevance_floor]), (size, 2)),
+                self.layout,
             )
             coefficient = current_update_coefficient_array(
                 base,

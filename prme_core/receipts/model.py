@@ -137,8 +137,9 @@ class ScoreTrace(FrozenModel):
     def has_interactions(self) -> bool:
         return any(getattr(self, f) != 0.0 for f in INTERACTION_NAMES)
 
-    def feature_row(self) -> tuple[float, ...]:
-        return tuple(getattr(self, f) for f in TRACE_FEATURES)
+    def feature_row(self, layout: FeatureLayout | None = None) -> tuple[float, ...]:
+        """The formula-1 inputs in ``layout``'s order (default: the layout this model holds)."""
+        return tuple(getattr(self, f) for f in (TRACE_FEATURES if layout is None else layout.features))
 
 
 class ScoreAdjustment(FrozenModel):
@@ -399,7 +400,7 @@ class RetrievalReceipt(FrozenModel):
                         f"candidate {c.node_id}: its score source {p.base_node_id} is not in the complete pool"
                     )
                 continue
-            if p.formula_version == 1 and p.trace.feature_row() != tuple(columns.features[at].tolist()):
+            if p.formula_version == 1 and p.trace.feature_row(columns.layout) != tuple(columns.features[at].tolist()):
                 raise ValueError(f"candidate {c.node_id}: its trace features differ from pool member {at}")
 
     # --- the pool's columns -------------------------------------------------------------
@@ -443,7 +444,7 @@ class RetrievalReceipt(FrozenModel):
             raise ValueError(f"a version {self.schema_version} receipt has no packed pool to attach")
         if pool_digest(packed) != pool.sha256:
             raise ValueError("the packed pool does not match the digest its receipt records")
-        columns = PoolColumns.unpack(packed) if columns is None else columns
+        columns = PoolColumns.unpack(packed, layout_for(self.schema_version)) if columns is None else columns
         if not pool.matches(columns):
             raise ValueError("the packed pool's member, outside and neighbour counts disagree with its summary")
         if canonical_json(columns.replay) != canonical_json(self.replay_context()):

@@ -6,8 +6,9 @@ current-update operation, then path score, then id). Together with the receipt's
 ``retrieval.pool_replay`` needs to re-rank the pool under other weights through the pipeline's
 own ranking code:
 
-* ``node_ids`` and ``features`` — each member's identity and trace features (the layout's
-  ``features`` order);
+* ``node_ids`` and ``features`` — each member's identity and trace features, in the order of
+  the feature layout the receipt's version records (``PoolColumns.layout``: ``layout_for`` the
+  version, never the current layout, so stored pools read the same after a layout change);
 * ``paths`` — generation paths as a bit mask (``retrieval.ranking.PATH_BITS``); the path score
   is a function of them;
 * ``cross_scope`` / ``update_eligible`` — members that are cross-scope hints, and that the
@@ -48,11 +49,11 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_json, parse_json
-from prme_core.receipts.versions import FEATURE_LAYOUT
+from prme_core.features import CURRENT_LAYOUT, FeatureLayout, LayoutMismatch, layout_for, layout_of_width
+from prme_core.receipts.versions import PACKED_POOL_SINCE, POOL_SINCE
 from prme_core.types import FrozenModel, Sha256Hex
 
 PoolReason = Literal["neural_reranker", "episode_routing", "rank_fusion", "not_recorded"]
-_INTERACTIONS = slice(len(FEATURE_LAYOUT.weights) + len(FEATURE_LAYOUT.factors), len(FEATURE_LAYOUT.features))
 MAX_POOL_DEPTH = 1000
 PACKED_POOL_FORMAT = 1
 Index = Annotated[int, Field(ge=0)]
@@ -66,7 +67,8 @@ class PoolColumns:
     ``node_ids``/``outside_ids`` decode them on first use), so reading thousands of pools never
     builds millions of UUID objects. ``neighbour_offsets`` is empty when session inheritance is
     off; otherwise member ``i``'s neighbours are ``neighbour_refs[offsets[i]:offsets[i + 1]]``
-    (indices into members, then outside nodes)."""
+    (indices into members, then outside nodes). ``layout`` is the feature layout of
+    ``features`` (the one the pool's receipt version records; new pools: the current one)."""
 
     node_bytes: bytes
     features: np.ndarray  # (members, features) float64
@@ -81,6 +83,7 @@ class PoolColumns:
     """What re-ranking the pool needs from its request besides the arrays (``replay_context``):
     configured scoring, recorded multipliers, session-inheritance settings, ``min_score``, the
     limit and the pool's flags. Packed with the columns, so learning reads one row per request."""
+    layout: FeatureLayout = CURRENT_LAYOUT
     _decoded: dict[str, tuple[UUID, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -133,11 +136,11 @@ class PoolColumns:
         """Raise ``ValueError`` unless the arrays form a consistent pool (the rules both
         representations share); returns itself. Vectorized: learning checks every pool it reads."""
         m, o = self.members, self.outside
-        width = len(FEATURE_LAYOUT.features)
+        layout = self.layout
         if len(self.node_bytes) % 16 or len(self.outside_bytes) % 16:
             raise ValueError("pool node ids are 16-byte UUIDs")
-        if self.features.shape != (m, width):
-            raise ValueError(f"each pool member records {width} features in the order {FEATURE_LAYOUT.features}")
+        if self.features.shape != (m, layout.width):
+            raise ValueError(f"each pool member records {layout.width} features in the order {layout.features}")
         if len(self.paths) != m or len(self.cross_scope) != m or len(self.update_eligible) != m:
             raise ValueError("pool.features and pool.paths hold one entry per member")
         if len(self.outside_cross_scope) != o:
@@ -147,7 +150,7 @@ class PoolColumns:
             raise ValueError("pool members and outside neighbours are distinct nodes")
         if m and not np.all(np.isfinite(self.features)):
             raise ValueError("pool features are finite numbers")
-        interactions = self.features[:, _INTERACTIONS]
+        interactions = self.features[:, layout.interaction_offset : layout.width]
         if m and not np.all((interactions >= 0.0) & (interactions <= 1.0)):
             raise ValueError("interaction features lie in [0, 1]")
         if m and not np.all((self.paths >= 1) & (self.paths <= 7)):
@@ -205,8 +208,10 @@ class PoolColumns:
         return b"".join(blocks)
 
     @classmethod
-    def unpack(cls, data: bytes) -> PoolColumns:
-        """Parse and check a packed row; raises ``ValueError`` naming what is wrong."""
+    def unpack(cls, data: bytes, layout: FeatureLayout | None = None) -> PoolColumns:
+        """Parse and check a packed row whose features are laid out as ``layout`` (the receipt
+        version's; None: the one layout of a packed-pool version with the header's width —
+        ``features.layout_of_width``); raises ``ValueError`` naming what is wrong."""
         reader = _Reader(data)
         (head_length,) = struct.unpack("<I", reader.take(4))
         try:
@@ -248,6 +253,11 @@ class PoolColumns:
         else:
             offsets = neighbour_refs = np.zeros(0, dtype=np.int64)
         reader.finish()
+        if layout is None:
+            try:
+                layout = layout_of_width(width, since=PACKED_POOL_SINCE)
+            except LayoutMismatch as exc:
+                raise ValueError(f"the packed pool's {width} feature columns name no single layout ({exc})") from None
         return cls(
             node_bytes=node_bytes,
             features=features,
@@ -259,6 +269,7 @@ class PoolColumns:
             outside_bytes=outside_bytes,
             outside_cross_scope=outside_cross.astype(bool),
             replay=header["replay"],
+            layout=layout,
         ).check()
 
     # --- version 10: the inline model ---------------------------------------------------
@@ -266,6 +277,7 @@ class PoolColumns:
     @classmethod
     def from_inline(cls, pool: CandidatePool, replay: dict[str, Any] | None = None) -> PoolColumns:
         m = len(pool.node_ids)
+        layout = CandidatePool.layout()
         offsets: list[int] = [0]
         refs: list[int] = []
         for own in pool.neighbours:
@@ -274,9 +286,7 @@ class PoolColumns:
         return cls.of(
             tuple(pool.node_ids),
             tuple(pool.outside_ids),
-            features=np.array(pool.features, dtype=np.float64).reshape(m, -1)
-            if m
-            else np.zeros((0, len(FEATURE_LAYOUT.features))),
+            features=np.array(pool.features, dtype=np.float64).reshape(m, -1) if m else np.zeros((0, layout.width)),
             paths=np.array(pool.paths, dtype=np.uint8),
             cross_scope=_mask(pool.cross_scope, m),
             update_eligible=_mask(pool.update_eligible, m),
@@ -284,6 +294,7 @@ class PoolColumns:
             neighbour_refs=np.array(refs, dtype=np.int64),
             outside_cross_scope=_mask(pool.outside_cross_scope, len(pool.outside_ids)),
             replay=replay or {},
+            layout=layout,
         )
 
 
@@ -460,15 +471,20 @@ class CandidatePool(_PoolFacts):
     outside_ids: tuple[UUID, ...]
     outside_cross_scope: tuple[Index, ...]
 
+    @staticmethod
+    def layout() -> FeatureLayout:
+        """The feature layout of an inline pool: version 10's (the only version that writes one)."""
+        return layout_for(POOL_SINCE)
+
     @model_validator(mode="after")
     def _consistent(self) -> CandidatePool:
         m = len(self.node_ids)
         self._check_facts(m)
         if len(self.features) != m or len(self.paths) != m:
             raise ValueError("pool.features and pool.paths hold one entry per member")
-        width = len(FEATURE_LAYOUT.features)
-        if any(len(row) != width for row in self.features):
-            raise ValueError(f"each pool member records {width} features in the order {FEATURE_LAYOUT.features}")
+        layout = self.layout()
+        if any(len(row) != layout.width for row in self.features):
+            raise ValueError(f"each pool member records {layout.width} features in the order {layout.features}")
         _sorted_unique_in_range(self.cross_scope, m, "cross_scope")
         _sorted_unique_in_range(self.update_eligible, m, "update_eligible")
         _sorted_unique_in_range(self.outside_cross_scope, len(self.outside_ids), "outside_cross_scope")
@@ -569,11 +585,11 @@ def unrecorded_pool(
     return PoolSummary.describe(columns, packed, depth=0, size=size, reason=reason), columns, packed
 
 
-def empty_columns() -> PoolColumns:
+def empty_columns(layout: FeatureLayout = CURRENT_LAYOUT) -> PoolColumns:
     none = np.zeros(0, dtype=bool)
     return PoolColumns(
         node_bytes=b"",
-        features=np.zeros((0, len(FEATURE_LAYOUT.features))),
+        features=np.zeros((0, layout.width)),
         paths=np.zeros(0, dtype=np.uint8),
         cross_scope=none,
         update_eligible=none,
@@ -581,4 +597,5 @@ def empty_columns() -> PoolColumns:
         neighbour_refs=np.zeros(0, dtype=np.int64),
         outside_bytes=b"",
         outside_cross_scope=none,
+        layout=layout,
     )

@@ -23,12 +23,14 @@ from uuid import UUID
 import numpy as np
 
 from prme_core.canonical import canonical_json
-from prme_core.features import FeatureLayout, layout_for
-from prme_core.receipts.versions import FEATURE_LAYOUT, PACKED_POOL_SINCE
+from prme_core.features import CURRENT_LAYOUT, FeatureLayout, layout_for
+from prme_core.receipts.versions import PACKED_POOL_SINCE
 from prme_core.types import sorted_unique
 
-FEATURE_COLUMNS = FEATURE_LAYOUT.feature_columns  # f_<trace field>, in trace order (current layout)
-WEIGHT_COLUMNS = FEATURE_LAYOUT.weight_columns  # w_<additive weight>, then w_<scalar>
+# The current layout's names (what learning remaps projections to); a stored projection's own
+# columns are ``float_columns`` of its receipt version.
+FEATURE_COLUMNS = CURRENT_LAYOUT.feature_columns  # f_<trace field>, in trace order
+WEIGHT_COLUMNS = CURRENT_LAYOUT.weight_columns  # w_<additive weight>, then w_<scalar>
 FLOAT_COLUMNS = ("score", *FEATURE_COLUMNS, *WEIGHT_COLUMNS, "reranker_score")
 
 

@@ -17,7 +17,7 @@ from uuid import UUID
 import numpy as np
 
 from prme_core.errors import ReplayMismatch, ReplayUnavailable
-from prme_core.features import SCALAR_NAMES, TRACE_FEATURES
+from prme_core.features import SCALAR_NAMES, FeatureLayout, layout_for
 from prme_core.receipts.versions import PROVENANCE_SINCE
 from prme_core.retrieval.formula import (
     SortPolicy,
@@ -27,8 +27,16 @@ from prme_core.retrieval.formula import (
     weighted_base_scores,
 )
 
-_FEATURES = attrgetter(*TRACE_FEATURES)
 _SCALARS = attrgetter(*SCALAR_NAMES)
+_FEATURES: dict[FeatureLayout, attrgetter] = {}
+
+
+def _features_of(layout: FeatureLayout) -> attrgetter:
+    """Reads a trace's formula-1 inputs in ``layout`` order (one getter per layout)."""
+    getter = _FEATURES.get(layout)
+    if getter is None:
+        getter = _FEATURES[layout] = attrgetter(*layout.features)
+    return getter
 
 
 class Replayable(Protocol):
@@ -57,16 +65,17 @@ def base_scores(receipt: Replayable) -> np.ndarray:
     if n == 0:
         return out
     sets = receipt.weight_sets
-    # Receipts before version 10 parse with interaction features and weights of 0, which add
-    # exactly nothing, so one (current-layout) formula replays every version.
-    set_weights = np.array([w.additive_vector() for w in sets], dtype=np.float64)
+    # Formula 1 in the layout the receipt's version records (what its scores were computed in).
+    layout = layout_for(max(receipt.schema_version, 1))
+    set_weights = np.array([layout.weight_vector(w) for w in sets], dtype=np.float64)
     set_scalars = np.array([_SCALARS(w) for w in sets], dtype=np.float64)
     w1 = [i for i, p in enumerate(provs) if p.formula_version == 1]  # type: ignore[union-attr]
     if w1:
         chosen = provs if len(w1) == n else [provs[i] for i in w1]
-        feats = np.array([_FEATURES(p.trace) for p in chosen], dtype=np.float64)  # type: ignore[union-attr]
+        getter = _features_of(layout)
+        feats = np.array([getter(p.trace) for p in chosen], dtype=np.float64)  # type: ignore[union-attr]
         idx = np.array([p.weights for p in chosen], dtype=np.int64)  # type: ignore[union-attr]
-        scores = weighted_base_scores(feats, set_weights[idx], set_scalars[idx])
+        scores = weighted_base_scores(feats, set_weights[idx], set_scalars[idx], layout)
         if len(w1) == n:
             return scores
         out[w1] = scores

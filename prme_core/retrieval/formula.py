@@ -25,15 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from prme_core.features import (
-    EPISTEMIC_INDEX,
-    INTERACTION_OFFSET,
-    LEXICAL_INDEX,
-    NODE_TYPE_INDEX,
-    SEMANTIC_INDEX,
-    TEMPORAL_INDEX,
-    WEIGHT_COUNT,
-)
+from prme_core.features import FeatureLayout, layout_of_width
 
 ROUND_DECIMALS = 10
 SortPolicy = Literal["score_path_id", "reranked_prefix", "score_id"]
@@ -44,24 +36,31 @@ def round_scores(values: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(values, dtype=np.float64), ROUND_DECIMALS)
 
 
-def weighted_base_scores(features: np.ndarray, weights: np.ndarray, scalars: np.ndarray) -> np.ndarray:
+def weighted_base_scores(
+    features: np.ndarray, weights: np.ndarray, scalars: np.ndarray, layout: FeatureLayout | None = None
+) -> np.ndarray:
     """Formula 1 for n candidates.
 
-    ``features`` (n, features): a layout's ``features`` (weighted, factors, then any
-    interactions). ``weights`` (n, WEIGHT_COUNT) for layout 1 or (n, WEIGHT_COUNT +
-    INTERACTION_COUNT) for layout 2: the applied additive weights (``layout.additive``).
-    ``scalars`` (n, 2): temporal_boost, relevance_floor. Interaction terms are added after the
-    six, so zero interaction weights give exactly the layout-1 score.
+    ``features`` (n, ``layout.width``): the layout's ``features`` (weighted, factors, then any
+    interactions); ``layout`` is the one the array was built in (None: the registered layout of
+    that width, for bare arrays). ``weights`` (n, ``len(layout.weights)``) or (n,
+    ``len(layout.additive)``): the applied additive weights in ``layout.additive`` order
+    (``FeatureLayout.weight_vector``). ``scalars`` (n, 2): temporal_boost, relevance_floor.
+    Interaction terms are added after the weighted ones, so zero interaction weights give
+    exactly the score without them.
     """
     f = features
     w = weights
-    additive = reduce(operator.add, (w[:, i] * f[:, i] for i in range(WEIGHT_COUNT)))
-    for j in range(w.shape[1] - WEIGHT_COUNT):
-        additive = additive + w[:, WEIGHT_COUNT + j] * f[:, INTERACTION_OFFSET + j]
-    score = additive * f[:, EPISTEMIC_INDEX]
-    score = score + scalars[:, 0] * f[:, TEMPORAL_INDEX]
-    score = score * f[:, NODE_TYPE_INDEX]
-    relevance = f[:, SEMANTIC_INDEX] + f[:, LEXICAL_INDEX]
+    layout = layout or layout_of_width(f.shape[1])
+    count = len(layout.weights)
+    offset = layout.interaction_offset
+    additive = reduce(operator.add, (w[:, i] * f[:, i] for i in range(count)))
+    for j in range(w.shape[1] - count):
+        additive = additive + w[:, count + j] * f[:, offset + j]
+    score = additive * f[:, layout.index("epistemic_weight")]
+    score = score + scalars[:, 0] * f[:, layout.index("temporal_affinity")]
+    score = score * f[:, layout.index("node_type_boost")]
+    relevance = f[:, layout.index("semantic")] + f[:, layout.index("lexical")]
     floor = scalars[:, 1]
     capped = np.where((floor > 0.0) & (relevance < floor), np.minimum(score, relevance), score)
     return round_scores(capped)

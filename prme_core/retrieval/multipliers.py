@@ -1,11 +1,13 @@
 """Ranking multipliers: the request-local ranking adjustment of profile families 1 and 2.
 
-Family 1 (``multipliers_v1``): one bounded factor in [0.25, 4] per additive weight, applied and
-renormalized (``w_i·m_i / Σ_j w_j·m_j``). Family 2 (``multipliers_interactions_v2``): the same
-six factors plus explicit weights in [0, 0.5] for the three query–memory interaction features
-(``features.INTERACTION_NAMES``), which replace the configured ones and stay outside the six's
-sum. A family-2 adjustment names all three interaction weights or none; none means family 1,
-and family 1's stored form is unchanged (absent interaction weights are not serialized).
+Family 1 (``multipliers_v1``): one bounded factor in [0.25, 4] per additive weight field
+(``FACTOR_COUNT``), applied and renormalized (``w_i·m_i / Σ_j w_j·m_j``). Family 2
+(``multipliers_interactions_v2``): the same factors plus explicit weights in [0, 0.5] for the
+query–memory interaction features (``INTERACTION_WEIGHT_COUNT``, ``features.INTERACTION_NAMES``),
+which replace the configured ones and stay outside the factors' sum. A family-2 adjustment names
+every interaction weight or none; none means family 1, and family 1's stored form is unchanged
+(absent interaction weights are not serialized). Adjustments name weights by field, so one applies
+to arrays of any feature layout (``layout_factors``: a weight the family does not name keeps 1).
 
 Identity: unity factors, and (family 2) the base configuration's own interaction weights,
 return the configured weights themselves, so the base ranking is reproduced bit-for-bit.
@@ -25,6 +27,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, model_serializer, model_validator
 
+from prme_core.features import FeatureLayout
 from prme_core.retrieval.config import INTERACTION_FIELDS, WEIGHT_FIELDS, InteractionWeight, ScoringWeights
 from prme_core.types import FrozenModel
 
@@ -33,14 +36,16 @@ MAX_MULTIPLIER = 4.0
 ProfileFamily = Literal["multipliers_v1", "multipliers_interactions_v2"]
 FAMILY_V1: ProfileFamily = "multipliers_v1"
 FAMILY_V2: ProfileFamily = "multipliers_interactions_v2"
+FACTOR_COUNT = len(WEIGHT_FIELDS)  # factors of both families: one per additive weight field
+INTERACTION_WEIGHT_COUNT = len(INTERACTION_FIELDS)  # family 2's interaction weights
 
 Factor = Annotated[float, Field(ge=MIN_MULTIPLIER, le=MAX_MULTIPLIER)]
 
 
 class RankingMultipliers(FrozenModel):
-    """Six factors in [0.25, 4] (``WEIGHT_FIELDS``) and, for family 2, the three interaction
-    weights in [0, 0.5]; all factors 1 and no interaction weights (unity) leave scoring exactly
-    as it was."""
+    """A factor in [0.25, 4] per ``WEIGHT_FIELDS`` and, for family 2, the interaction weights in
+    [0, 0.5] (``INTERACTION_FIELDS``); all factors 1 and no interaction weights (unity) leave
+    scoring exactly as it was."""
 
     semantic: Factor = 1.0
     lexical: Factor = 1.0
@@ -58,7 +63,7 @@ class RankingMultipliers(FrozenModel):
         if any(given) and not all(given):
             missing = [f for f, g in zip(INTERACTION_FIELDS, given) if not g]
             raise ValueError(
-                f"a family-2 adjustment sets all three interaction weights {INTERACTION_FIELDS}; {missing[0]} is missing"
+                f"a family-2 adjustment sets every interaction weight {INTERACTION_FIELDS}; {missing[0]} is missing"
             )
         return self
 
@@ -101,14 +106,14 @@ class RankingMultipliers(FrozenModel):
     @classmethod
     def identity(cls, family: ProfileFamily, weights: ScoringWeights) -> RankingMultipliers:
         """The family's identity element over ``weights`` (the base configuration)."""
-        return cls() if family == FAMILY_V1 else cls.from_vector((1.0,) * 6, weights.interaction_vector())
+        return cls() if family == FAMILY_V1 else cls.from_vector((1.0,) * FACTOR_COUNT, weights.interaction_vector())
 
 
 UNITY = RankingMultipliers()
 
 
 def adjusted_weights(weights: ScoringWeights, multipliers: RankingMultipliers | None) -> ScoringWeights:
-    """``w_i·m_i / Σ_j w_j·m_j`` over the six additive weights and, for family 2, the interaction
+    """``w_i·m_i / Σ_j w_j·m_j`` over the additive weight fields and, for family 2, the interaction
     weights replaced; an identity adjustment (or None) returns ``weights`` itself."""
     if multipliers is None or multipliers.is_identity_for(weights):
         return weights
@@ -128,10 +133,24 @@ def adjusted_weights(weights: ScoringWeights, multipliers: RankingMultipliers | 
 
 
 def adjusted_weight_matrix(weights: np.ndarray, multipliers: np.ndarray) -> np.ndarray:
-    """Vectorized ``adjusted_weights`` of the six factors for an (n, WEIGHT_COUNT) matrix;
-    bit-identical to the scalar form."""
+    """Vectorized ``adjusted_weights`` of the factors for an (n, factors) matrix of weights
+    (``layout_factors`` lines the factors up with a layout's weights); bit-identical to the
+    scalar form."""
     if np.all(multipliers == 1.0):
         return weights
     products = weights * multipliers[None, :]
     total = reduce(operator.add, (products[:, i] for i in range(products.shape[1])))
     return products / total[:, None]
+
+
+def layout_factors(factors: np.ndarray | tuple[float, ...], layout: FeatureLayout) -> np.ndarray:
+    """Factors given in ``WEIGHT_FIELDS`` order, one per ``layout.weights`` by name: a layout
+    weight the family does not name keeps factor 1; a factor the layout lacks must be 1 (its
+    weight is not in these arrays), otherwise ``ValueError``."""
+    values = dict(zip(WEIGHT_FIELDS, (float(v) for v in factors), strict=True))
+    if layout.weights == WEIGHT_FIELDS:
+        return np.asarray(factors, dtype=np.float64)
+    lost = [name for name, v in values.items() if v != 1.0 and name not in layout.weights]
+    if lost:
+        raise ValueError(f"the adjustment scales {lost[0]!r}, which feature layout {layout.weights} does not have")
+    return np.array([values.get(name, 1.0) for name in layout.weights], dtype=np.float64)

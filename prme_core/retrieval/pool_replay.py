@@ -69,6 +69,7 @@ def scored_pool(columns: PoolColumns) -> ScoredPool:
         cross_scope=columns.cross_scope.tolist(),
         update_eligible=columns.update_eligible,
         neighbours=neighbours,
+        layout=columns.layout,
     )
 
 

@@ -13,11 +13,11 @@ recorded), session inheritance, re-sort by (score, id) if anything moved, ``min_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from prme_core.features import LEXICAL_INDEX, SEMANTIC_INDEX
+from prme_core.features import CURRENT_LAYOUT, FeatureLayout
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.formula import SortPolicy, weighted_base_scores
 from prme_core.retrieval.ranked import Op, Ranked, ordered
@@ -46,16 +46,19 @@ class ScoredPool:
     """The arrays ranking reads, one entry per pool member.
 
     ``rows`` are opaque member keys (corpus rows for a live pool, member indices for a replayed
-    one); neighbours returned by ``neighbours`` use the same keys.
+    one); neighbours returned by ``neighbours`` use the same keys. ``layout`` is the feature
+    layout of ``features`` (the pipeline computes the current one; a replayed pool carries its
+    record's).
     """
 
     rows: Sequence[int]
     node_keys: Sequence[int]  # node UUIDs as integers (the final tie-break)
-    features: np.ndarray  # (n, FEATURE_COUNT), ``features.TRACE_FEATURES`` order
+    features: np.ndarray  # (n, layout.width), ``layout.features`` order
     paths: Sequence[set[str]]
     cross_scope: Sequence[bool]
     update_eligible: np.ndarray  # current-state query, newest memory time, update language
     neighbours: NeighbourSource
+    layout: FeatureLayout = field(default=CURRENT_LAYOUT)
 
     @property
     def size(self) -> int:
@@ -82,8 +85,9 @@ def formula_scores(pool: ScoredPool, weights: ScoringWeights) -> np.ndarray:
     n = pool.size
     return weighted_base_scores(
         pool.features,
-        np.tile(np.array(weights.additive_vector(), dtype=np.float64), (n, 1)),
+        np.tile(np.array(pool.layout.weight_vector(weights), dtype=np.float64), (n, 1)),
         np.tile(np.array([weights.temporal_boost, weights.relevance_floor]), (n, 1)),
+        pool.layout,
     )
 
 
@@ -99,8 +103,8 @@ def rank_pool(
     rerank: Rerank | None = None,
     route: Route | None = None,
 ) -> Ranking:
-    f = pool.features
-    relevance = f[:, SEMANTIC_INDEX] + f[:, LEXICAL_INDEX] if pool.size else np.zeros(0)
+    f, layout = pool.features, pool.layout
+    relevance = f[:, layout.index("semantic")] + f[:, layout.index("lexical")] if pool.size else np.zeros(0)
     coefficients = current_update_coefficients(base, relevance, pool.update_eligible, weights)
     items: list[Ranked] = []
     for i in range(pool.size):
