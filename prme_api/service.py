@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -547,12 +547,17 @@ class MemoryService:
 
 @dataclass(frozen=True)
 class Operation:
-    """One operation as a tool: its name, what it does, its request model and its method."""
+    """One operation as a tool: its name, what it does and its method (whose ``request``
+    parameter's type is the request model)."""
 
     name: str
     description: str
-    model: type[BaseModel]
     method: str
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """The request model: the type of the service method's ``request`` parameter."""
+        return get_type_hints(getattr(MemoryService, self.method))["request"]  # type: ignore[no-any-return]
 
     @property
     def role(self) -> str:
@@ -561,29 +566,22 @@ class Operation:
 
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("memory_store", "Store one memory for the key's owner.", MemoryInput, "store_memory"),
-    Operation("memory_store_batch", "Store memories atomically (all or none).", m.StoreBatchRequest, "store_batch"),
-    Operation("memory_get", "The current version of one memory.", m.NodeRef, "get_memory"),
+    Operation("memory_store", "Store one memory for the key's owner.", "store_memory"),
+    Operation("memory_store_batch", "Store memories atomically (all or none).", "store_batch"),
+    Operation("memory_get", "The current version of one memory.", "get_memory"),
     Operation(
-        "memory_list",
-        "A page of memories, by scope, node type and storage time (cursor-paged).",
-        m.ListMemoriesQuery,
-        "list_memories",
+        "memory_list", "A page of memories, by scope, node type and storage time (cursor-paged).", "list_memories"
     ),
-    Operation(
-        "memory_update", "Supersede a memory with new content (history kept).", m.UpdateMemoryRequest, "update_memory"
-    ),
-    Operation("memory_archive", "Archive a memory (kept, no longer retrieved).", m.NodeRef, "archive_memory"),
+    Operation("memory_update", "Supersede a memory with new content (history kept).", "update_memory"),
+    Operation("memory_archive", "Archive a memory (kept, no longer retrieved).", "archive_memory"),
     Operation(
         "memory_delete",
         "Delete a memory for good (every version and edge); receipts keep only its id and content hash.",
-        m.NodeRef,
         "delete_memory",
     ),
     Operation(
         "owner_forget",
         "Forget this key's owner entirely (memories, receipts, feedback, profiles, keys); cannot be undone.",
-        m.ForgetOwnerRequest,
         "forget_owner",
     ),
     Operation(
@@ -591,112 +589,88 @@ OPERATIONS: tuple[Operation, ...] = (
         "Hybrid retrieval with a saved, replayable receipt: timezone-aware reference_time, scopes, validity "
         "(time_from/time_to) and event-time bounds, min_fidelity, cross-scope, retrieval_mode, ranking_multipliers; "
         "include_context returns the exact rendered context, include_bundle the packed bundle.",
-        m.RetrieveRequest,
         "retrieve",
     ),
-    Operation("memory_get_retrieval_receipt", "The saved receipt of a retrieval.", m.RequestRef, "get_receipt"),
+    Operation("memory_get_retrieval_receipt", "The saved receipt of a retrieval.", "get_receipt"),
     Operation(
         "memory_record_relevance",
         "Record boolean relevance labels for members of a saved retrieval (idempotent by feedback_id).",
-        m.RecordRelevanceRequest,
         "record_relevance",
     ),
-    Operation("memory_get_relevance", "One relevance record.", m.FeedbackRef, "get_relevance"),
-    Operation("memory_list_relevance", "A page of relevance records, by feedback id.", m.Page, "list_relevance"),
+    Operation("memory_get_relevance", "One relevance record.", "get_relevance"),
+    Operation("memory_list_relevance", "A page of relevance records, by feedback id.", "list_relevance"),
     Operation(
         "memory_record_answer_citations",
         "Record which included memories an answer cited (idempotent by citation_id).",
-        m.RecordCitationsRequest,
         "record_answer_citations",
     ),
-    Operation("memory_get_answer_citations", "One answer citation record.", m.CitationRef, "get_answer_citations"),
-    Operation("memory_list_answer_citations", "A page of answer citation records.", m.Page, "list_answer_citations"),
+    Operation("memory_get_answer_citations", "One answer citation record.", "get_answer_citations"),
+    Operation("memory_list_answer_citations", "A page of answer citation records.", "list_answer_citations"),
     Operation(
         "memory_ablate_context",
         "Remove included entries from a packed bundle without re-retrieving (exact token accounting).",
-        m.AblateContextRequest,
         "ablate_context",
     ),
     Operation(
         "memory_assess_context_presence",
         "Tier one cited, ablated entry by baseline and counterfactual correctness.",
-        m.AssessPresenceRequest,
         "assess_context_presence",
     ),
     Operation(
         "memory_evaluate_learning",
         "Offline proposal for an exact scope set from the owner's relevance records (changes nothing).",
-        m.EvaluateLearningRequest,
         "evaluate_learning",
     ),
     Operation(
         "memory_register_holdout_queries",
         "Register holdout queries with their complete relevant sets (idempotent).",
-        m.RegisterHoldoutRequest,
         "register_holdout_queries",
     ),
-    Operation(
-        "memory_list_holdout_queries", "Active holdout queries of a scope set.", m.ScopesQuery, "list_holdout_queries"
-    ),
-    Operation(
-        "memory_retire_holdout_queries", "Retire holdout queries.", m.RetireHoldoutRequest, "retire_holdout_queries"
-    ),
+    Operation("memory_list_holdout_queries", "Active holdout queries of a scope set.", "list_holdout_queries"),
+    Operation("memory_retire_holdout_queries", "Retire holdout queries.", "retire_holdout_queries"),
     Operation(
         "memory_evaluate_holdout",
         "Run the registered full-retrieval holdout for a proposal and evaluate it.",
-        m.EvaluateHoldoutRequest,
         "evaluate_holdout",
     ),
     Operation(
         "memory_create_api_key",
         "Make an API key for this owner (agent or operator role); its secret is shown once.",
-        m.CreateKeyRequest,
         "create_api_key",
     ),
-    Operation("memory_list_api_keys", "This owner's API keys (never their secrets).", m.NoArguments, "list_api_keys"),
-    Operation("memory_revoke_api_key", "Revoke one of this owner's API keys.", m.KeyRef, "revoke_api_key"),
+    Operation("memory_list_api_keys", "This owner's API keys (never their secrets).", "list_api_keys"),
+    Operation("memory_revoke_api_key", "Revoke one of this owner's API keys.", "revoke_api_key"),
     Operation(
         "memory_create_ranking_profile",
         "Persist a profile from a positive proposal and holdout (does not activate).",
-        m.CreateProfileRequest,
         "create_ranking_profile",
     ),
-    Operation("memory_get_ranking_profile", "A profile and whether it is active.", m.ProfileRef, "get_ranking_profile"),
-    Operation("memory_list_ranking_profiles", "A page of profiles.", m.Page, "list_ranking_profiles"),
+    Operation("memory_get_ranking_profile", "A profile and whether it is active.", "get_ranking_profile"),
+    Operation("memory_list_ranking_profiles", "A page of profiles.", "list_ranking_profiles"),
     Operation(
         "memory_get_active_ranking_profile",
         "The profile serving a scope set (null: base scoring).",
-        m.ScopesQuery,
         "get_active_ranking_profile",
     ),
     Operation(
         "memory_list_ranking_profile_history",
         "Pointer changes of a scope set, newest first.",
-        m.HistoryQuery,
         "ranking_profile_history",
     ),
-    Operation(
-        "memory_get_ranking_profile_at",
-        "The pointer change in force at a time.",
-        m.AsOfQuery,
-        "ranking_profile_at",
-    ),
+    Operation("memory_get_ranking_profile_at", "The pointer change in force at a time.", "ranking_profile_at"),
     Operation(
         "memory_activate_ranking_profile",
         "Activate a profile over the baseline it was evaluated against (idempotent by change_id).",
-        m.ActivateRequest,
         "activate_ranking_profile",
     ),
     Operation(
         "memory_deactivate_ranking_profile",
         "Return a scope set to base scoring (idempotent by change_id).",
-        m.DeactivateRequest,
         "deactivate_ranking_profile",
     ),
     Operation(
         "memory_rollback_ranking_profile",
         "Serve an earlier profile again, or base scoring (idempotent by change_id).",
-        m.RollbackRequest,
         "rollback_ranking_profile",
     ),
 )

@@ -37,8 +37,6 @@ SEEDS = 3
 
 @pytest.fixture(scope="module")
 def benchmark_run(tmp_path_factory):
-    if DATA is None or not DATA.is_file():
-        pytest.skip("LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
     out = tmp_path_factory.mktemp("locomo-benchmark")
     code = locomo_learning.main(
         [

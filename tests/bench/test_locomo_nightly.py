@@ -19,8 +19,6 @@ OWNER = "conv-42"  # night 1 stops at coverage, night 2 reaches the offline gate
 
 @pytest.fixture(scope="module")
 def nightly_run(tmp_path_factory):
-    if DATA is None or not DATA.is_file():
-        pytest.skip("LoCoMo development data not found (../shared/data/locomo/ or PRME_LOCOMO_PATH)")
     out = tmp_path_factory.mktemp("locomo-nightly")
     code = locomo_nightly.main(
         ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", "1", "--out", str(out)]
