@@ -20,7 +20,7 @@ import random
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 
 from benchmarks.common import bench_store_url, median, percentile, python_calibration_ms, row, timed
@@ -33,18 +33,40 @@ from prme_core.receipts.store import receipt_bytes
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
 NO_POOL = "pool-off"  # the OWNER arm with receipt_pool_depth=0
-RAW_POOL = "pool-raw"  # the OWNER arm with the pool stored as packed, uncompressed (before issue 28)
+RAW_POOL = "pool-raw"  # the OWNER arm with every receipt row stored as before issue 28
+PREVIOUS = "receipt-text"  # the OWNER arm with the receipt stored as before its compaction (issue 28, part 2)
+
+
+@contextmanager
+def previous_receipt_storage() -> Iterator[None]:
+    """Store receipts as before their compaction: the canonical JSON as text and the projection's
+    float block as is, on every backend (pools as now: compressed on PostgreSQL only)."""
+    saved = receipt_store.COMPRESSED_RECEIPT_BACKENDS, receipt_store.COMPRESSED_FLOAT_BACKENDS
+    receipt_store.COMPRESSED_RECEIPT_BACKENDS = receipt_store.COMPRESSED_FLOAT_BACKENDS = frozenset()
+    try:
+        yield
+    finally:
+        receipt_store.COMPRESSED_RECEIPT_BACKENDS, receipt_store.COMPRESSED_FLOAT_BACKENDS = saved
 
 
 @contextmanager
 def raw_pool_storage() -> Iterator[None]:
-    """Store pools as they were stored before issue 28 (the packed bytes as they are) on every backend."""
+    """Store receipt rows as before issue 28: the packed pool as it is, the receipt as text, on
+    every backend."""
     original = receipt_store._stored
     receipt_store._stored = lambda packed, backend: packed
     try:
-        yield
+        with previous_receipt_storage():
+            yield
     finally:
         receipt_store._stored = original
+
+
+def storage_arm(arm: str) -> AbstractContextManager[None]:
+    """How the arm stores its receipts: before issue 28, before the receipt's compaction, or now."""
+    if arm == RAW_POOL:
+        return raw_pool_storage()
+    return previous_receipt_storage() if arm == PREVIOUS else nullcontext()
 
 
 def disk_bytes(client: MemoryClient) -> int:
@@ -55,17 +77,17 @@ def disk_bytes(client: MemoryClient) -> int:
 
 
 def bytes_per_retrieval(backend: str, items: list[dict], qs: list[str], limit: int, n: int) -> dict[str, float]:
-    """Bytes on disk per retrieval, the pool stored raw (before) and compressed (now): each arm
+    """Bytes on disk per retrieval as stored before issue 28, before the receipt's compaction and now: each arm
     gets a fresh store with the same memories, writes ``n`` receipts (the queries in turn) and
     the growth of the vacuumed store is divided by ``n`` (DuckDB files grow in 256 KB blocks, so
     ``n`` is large enough that one block is under 1 KB a retrieval)."""
     out = {}
-    for arm in (RAW_POOL, OWNER):
+    for arm in (RAW_POOL, PREVIOUS, OWNER):
         with bench_store_url(backend) as url, MemoryClient(url) as client:
             for start in range(0, len(items), 5000):
                 client.store_batch(OWNER, items[start : start + 5000])
             before = disk_bytes(client)
-            with raw_pool_storage() if arm == RAW_POOL else nullcontext():
+            with storage_arm(arm):
                 for i in range(n):
                     client.retrieve(qs[i % len(qs)], owner=OWNER, limit=limit)
             out[arm] = (disk_bytes(client) - before) / n
@@ -133,18 +155,19 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
             assert client.retrieve(q, owner=PROFILE_OWNER, limit=limit).metadata.ranking_profile_status == "applied"
         # Interleaved, alternating which owner goes first: host drift (this VM is noisy) and
         # order effects hit both arms alike, and the per-query difference is paired.
-        latencies, with_profile, receipts, no_pool, no_pool_bytes, raw_pool = [], [], [], [], [], []
-        arms = (OWNER, PROFILE_OWNER, NO_POOL, RAW_POOL)
+        latencies, with_profile, receipts, no_pool, no_pool_bytes = [], [], [], [], []
+        earlier: dict[str, list[float]] = {RAW_POOL: [], PREVIOUS: []}
+        arms = (OWNER, PROFILE_OWNER, NO_POOL, RAW_POOL, PREVIOUS)
         for i, q in enumerate(qs):
-            for arm in arms[i % 4 :] + arms[: i % 4]:
+            for arm in arms[i % len(arms) :] + arms[: i % len(arms)]:
                 owner = PROFILE_OWNER if arm == PROFILE_OWNER else OWNER
                 packing = {"receipt_pool_depth": 0} if arm == NO_POOL else None
-                with raw_pool_storage() if arm == RAW_POOL else nullcontext():
+                with storage_arm(arm):
                     start = time.perf_counter()
                     response = client.retrieve(q, owner=owner, limit=limit, packing=packing)
                     elapsed_ms = (time.perf_counter() - start) * 1000.0
-                if arm == RAW_POOL:
-                    raw_pool.append(elapsed_ms)
+                if arm in earlier:
+                    earlier[arm].append(elapsed_ms)
                     continue
                 assert response.metadata.receipt_persisted
                 if arm == OWNER:
@@ -199,12 +222,19 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
             mean([len(receipt_store._stored(r.packed_pool(), client.store.backend)) for r in receipts]),
             "B",
         )
-        row("retrieve p50, pool stored raw as before issue 28 (interleaved)", percentile(raw_pool, 0.5), "ms")
-        row("retrieve p50 now / pool stored raw", percentile(latencies, 0.5) / percentile(raw_pool, 0.5), "x")
+        for arm, label in ((RAW_POOL, "stored as before issue 28"), (PREVIOUS, "receipt stored as text")):
+            row(f"retrieve p50, {label} (interleaved)", percentile(earlier[arm], 0.5), "ms")
+            row(f"retrieve p50 now / {label}", percentile(latencies, 0.5) / percentile(earlier[arm], 0.5), "x")
+            row(
+                f"retrieve: median paired difference now - {label}",
+                median([a - b for a, b in zip(latencies, earlier[arm])]),
+                "ms",
+            )
         on_disk = bytes_per_retrieval(backend, items, qs, limit, n=600)
-        row("bytes on disk per retrieval, pool stored as is on both backends (before)", on_disk[RAW_POOL], "B")
+        row("bytes on disk per retrieval before issue 28 (every receipt row as is)", on_disk[RAW_POOL], "B")
+        row("bytes on disk per retrieval, receipt as text (pool compressed on PostgreSQL)", on_disk[PREVIOUS], "B")
         row(
-            "bytes on disk per retrieval, now (pool compressed on PostgreSQL only)",
+            "bytes on disk per retrieval, now (receipt compressed on PostgreSQL, float block on both)",
             on_disk[OWNER],
             "B",
             "target ≤ 15 KB",

@@ -18,3 +18,22 @@ def tamper(store: Any, sql: str, params: Sequence[Any] = ()) -> None:
         tx.conn.execute(sql, list(params))
         for table in APPEND_ONLY_TABLES if pg else ():
             tx.conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+
+def edit_receipt_payload(store: Any, request_id: str, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in a stored receipt's canonical JSON, in whichever form it is
+    stored (text, or compressed in ``payload_z``), leaving its checksum as it was."""
+    import zlib
+
+    with store.transaction(read_only=True) as tx:
+        ((payload, compressed),) = tx.conn.fetchall(
+            "SELECT payload, payload_z FROM operations WHERE op_type = 'retrieval_receipt' AND target_id = ?",
+            [request_id],
+        )
+    if compressed is None:
+        tamper(store, "UPDATE operations SET payload = ? WHERE target_id = ?", [payload.replace(old, new), request_id])
+        return
+    edited = zlib.decompress(bytes(compressed)).decode().replace(old, new)
+    tamper(
+        store, "UPDATE operations SET payload_z = ? WHERE target_id = ?", [zlib.compress(edited.encode()), request_id]
+    )

@@ -6,7 +6,7 @@ import pytest
 
 from prme_core.errors import CorruptRecord, InvalidInput, SnapshotTooLarge
 from prme_core.learning.snapshot import load_snapshot
-from tests.tampering import tamper
+from tests.tampering import edit_receipt_payload, tamper
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -59,12 +59,8 @@ def test_exceeding_max_records_fails_and_never_truncates(judged):
 
 def test_a_corrupt_receipt_payload_fails_the_cut(judged):
     record = judged.list_relevance("alice")[0]
-    _tamper(
-        judged,
-        'UPDATE operations SET payload = replace(payload, \'"query":"\', \'"query":"x\') '
-        "WHERE op_type = 'retrieval_receipt' AND target_id = ?",
-        [str(record.request_id)],
-    )
+    # the receipt's JSON edited in the form it is stored in (text, or compressed on PostgreSQL)
+    edit_receipt_payload(judged.store, str(record.request_id), '"query":"', '"query":"x')
     with pytest.raises(CorruptRecord, match="no longer matches its checksum"):
         judged.snapshot_feedback("alice")
 
