@@ -91,10 +91,10 @@ def test_every_golden_receipt_parses_validates_and_replays_under_a_new_layout(th
 def test_stored_pools_attach_in_their_own_layout_and_replay_under_a_new_layout(throwaway, version):
     receipt = pool_receipt(version)
     columns = receipt.pool_columns()
-    assert columns.layout is layout_for(version) is OLD
+    assert columns.layout is layout_for(version) and columns.layout is not throwaway
     assert check_pool_replay(receipt)
     if version == 11:  # the store's read path names no layout: the packed width resolves it
-        assert PoolColumns.unpack(golden(mf.POOL_FIXTURE)).layout is OLD
+        assert PoolColumns.unpack(golden(mf.POOL_FIXTURE)).layout is layout_for(version)
 
 
 @pytest.mark.parametrize("version", [10, 11])
