@@ -235,9 +235,24 @@ def _work(args: tuple[float, int, int, float, str]) -> str:
     return str(path)
 
 
-def plan(deltas: Iterable[float], volumes: Iterable[int], quick: bool = False) -> list[tuple[float, int, int]]:
+def medium_seeds(delta: float, n: int) -> int:
+    """The medium plan (about two hours on 2 cores): 36 seasons per cell at δ = 0 (24 at
+    n = 1,600), 20 at δ = +0.03 (12), 6 at the other gains (4)."""
+    big = n >= 1600
+    if delta == 0.0:
+        return 24 if big else 36
+    if delta == 0.03:
+        return 12 if big else 20
+    return 4 if big else 6
+
+
+def plan(
+    deltas: Iterable[float], volumes: Iterable[int], quick: bool = False, medium: bool = False
+) -> list[tuple[float, int, int]]:
     def count(d: float, n: int) -> int:
-        return (8 if d == 0.0 else 4) if quick else seeds_for(d, n)
+        if quick:
+            return 8 if d == 0.0 else 4
+        return medium_seeds(d, n) if medium else seeds_for(d, n)
 
     return [(d, n, s) for d in deltas for n in volumes for s in range(count(d, n))]
 
@@ -247,7 +262,9 @@ def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Se
     betas = {d: world.calibrate(d) for d in sorted({c[0] for c in cells})}
     print("planted beta per delta:", betas, file=sys.stderr, flush=True)
     jobs = [(d, n, s, betas[d], str(out)) for d, n, s in cells]
-    jobs.sort(key=lambda j: -j[1])  # big seasons first, so the tail is short
+    # seed by seed (big seasons first within a seed): a run stopped early leaves every cell with
+    # about the same share of its seasons, and a later run resumes from the saved ones
+    jobs.sort(key=lambda j: (j[2], -j[1]))
     paths: list[str] = []
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -272,14 +289,17 @@ def load(out: Path, cells: list[tuple[float, int, int]]) -> list[Season]:
 
 # --- the designs' decisions ----------------------------------------------------------------------
 
-TODAY, NEW, IDEAL = "today", "new", "ideal"
-DESIGNS = (TODAY, NEW, IDEAL)
+TODAY, V3, NEW, IDEAL = "today", "v3", "new", "ideal"
+DESIGNS = (TODAY, V3, NEW, IDEAL)
 DESIGN_LABELS = {
     TODAY: "today (v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the holdout; every night alone)",
-    NEW: "new (v3: sign-flip at 2.5% over the validation and cross-fitted training groups, then the holdout "
-    "within a 5% budget spent over its looks)",
+    V3: "v3 (sign-flip at 2.5% over the validation and cross-fitted training groups, then the holdout "
+    "within a 5% budget spent over its looks alone: 2.5%, 0.83%, 0.42%, …)",
+    NEW: "new (v4: the same offline gate, then the holdout within a 5% budget spent over the partition's "
+    "proposals, counting the offline gate each passed first: 2.5% for the first twenty nights' proposals)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
+GATED = (TODAY, V3, NEW)
 
 
 def offline_passes(look: Look, design: str) -> bool:
@@ -302,11 +322,16 @@ def offline_passes(look: Look, design: str) -> bool:
 
 
 def holdout_summary(season: Season, look: Look, design: str, holdout_look: int) -> dict:
-    """The holdout report's summary and decision (``summarize_groups``) under the design's gate."""
+    """The holdout report's summary and decision (``summarize_groups``) under the design's gate:
+    version 4 numbers the night's proposal among the season's (every night records one, passed
+    or not) and looks once at each."""
     if design == TODAY:
         config = FullRetrievalEvaluationConfig().resolved_v2()
-    else:
+    elif design == V3:
         config = FullRetrievalEvaluationConfig().resolved(look=holdout_look)
+    else:
+        offline_alpha = look.offline["config"]["max_p_value"]
+        config = FullRetrievalEvaluationConfig().resolved(look=1, offline_look=look.night, offline_alpha=offline_alpha)
     zeros = np.zeros(season.holdout_queries)
     return summarize_groups(
         {"ndcg": season.base_ndcg, "recall": season.base_recall, "mrr": zeros},
@@ -323,8 +348,8 @@ class Outcome:
 
 
 def season_outcome(season: Season, design: str, *, nights: Iterable[int] | None = None) -> Outcome:
-    """Activation over the season's nights (or only ``nights``), every look counted: the
-    new design numbers its holdout looks, each spending its share of the budget."""
+    """Activation over the season's nights (or only ``nights``), every look counted: version 3
+    numbers its holdout looks, each spending its share of the budget; version 4 spends by night."""
     wanted = set(nights) if nights is not None else None
     looks = 0
     for look in season.looks:
@@ -340,6 +365,38 @@ def season_outcome(season: Season, design: str, *, nights: Iterable[int] | None 
         if holdout_summary(season, look, design, looks)["decision"] == "improved_full_retrieval":
             return Outcome(look.night, look.holdout["true_gain"], looks)
     return Outcome(None, None, looks)
+
+
+def last_night_stop(season: Season) -> str:
+    """What decided the new design's single look (the last night): the first gate or bound that
+    refused, or ``activated``."""
+    look = season.looks[-1]
+    if not look.coverage:
+        return "coverage"
+    if not offline_passes(look, NEW):
+        return "offline gate"
+    summary = holdout_summary(season, look, NEW, 1)
+    if summary["decision"] == "improved_full_retrieval":
+        return "activated"
+    cfg = FullRetrievalEvaluationConfig().resolved(look=1)
+    if summary["ndcg_gain"] < cfg.min_ndcg_gain or summary["recall_gain"] < 0:
+        return "holdout gain"
+    if summary["sign_flip_p"] > cfg.max_p_value:
+        return "holdout p-value"
+    if summary["harm"] > cfg.max_mean_harm:  # type: ignore[operator]
+        return "holdout harm bound"
+    return "holdout severe share"
+
+
+STOPS = (
+    "activated",
+    "coverage",
+    "offline gate",
+    "holdout gain",
+    "holdout p-value",
+    "holdout harm bound",
+    "holdout severe share",
+)
 
 
 def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
@@ -372,6 +429,8 @@ def cell_rates(seasons: list[Season]) -> dict:
             "activated_below_baseline": sum(g < 0 for g in activated_gains),
             "holdout_looks": float(np.mean([o.holdout_looks for o in season])),
         }
+    stops = [last_night_stop(s) for s in seasons]
+    out["new_single_stops"] = {name: stops.count(name) for name in STOPS}
     return out
 
 
@@ -419,7 +478,8 @@ def markdown(result: dict, meta: dict) -> str:
     lines = [
         "# Planted-effect power study",
         "",
-        f"Generated by `python -m benchmarks.power_study{' --quick' if meta.get('quick') else ''} --update-results` "
+        f"Generated by `python -m benchmarks.power_study{' --quick' if meta.get('quick') else ''}"
+        f"{' --medium' if meta.get('medium') else ''} --update-results` "
         f"({meta['cpu_seconds'] / 60:.0f} CPU-minutes of seasons, {meta['seasons']} owner-seasons"
         f"{'; the quick plan: 8 seasons per cell at δ = 0 and 4 at the other gains, so every rate below is known only to a wide interval' if meta.get('quick') else ''}). "
         "Each owner-season: n judged feedback "
@@ -444,6 +504,16 @@ def markdown(result: dict, meta: dict) -> str:
                 f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], volumes[-1])} | "
                 f"{_volume(n80[f'{delta}:{design}:season'], volumes[-1])} |"
             )
+    lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
+    for kind, title in (("single", "one look"), ("season", "10-night season")):
+        new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
+        if new is None:
+            ratio = "new never reaches 80% in the studied volumes"
+        elif today is None:
+            ratio = f"≤ {new / volumes[-1]:.2f}× (today never reaches 80% up to n = {volumes[-1]})"
+        else:
+            ratio = f"{new / today:.2f}×"
+        lines.append(f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio}")
     for kind, title in (("single", "one look (the last night judged alone)"), ("season", "a 10-night season")):
         lines += [
             "",
@@ -469,7 +539,7 @@ def markdown(result: dict, meta: dict) -> str:
         "| design | " + " | ".join(f"n={n}" for n in volumes) + " |",
         "|---|" + "---|" * len(volumes),
     ]
-    for design in (TODAY, NEW):
+    for design in GATED:
         lines.append(
             f"| {design}: one look / season | "
             + " | ".join(
@@ -481,9 +551,23 @@ def markdown(result: dict, meta: dict) -> str:
         )
     lines += [
         "",
+        "## What decided the new design's single look (the last night), per cell",
+        "",
+        "| δ | n | seasons | " + " | ".join(STOPS) + " |",
+        "|---|---|---|" + "---|" * len(STOPS),
+    ]
+    for delta in deltas:
+        for n in volumes:
+            cell = cells[f"{delta}:{n}"]
+            stops = cell["new_single_stops"]
+            lines.append(
+                f"| {delta:.2f} | {n} | {cell['seasons']} | " + " | ".join(str(stops[k]) for k in STOPS) + " |"
+            )
+    lines += [
+        "",
         "Brackets: Wilson 95% intervals; the bound in parentheses is the season rate's upper end.",
         "Activated profiles below their baseline (true gain < 0), over all cells: "
-        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in (TODAY, NEW))
+        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in GATED)
         + ".",
         "",
     ]
@@ -500,7 +584,7 @@ def chart(result: dict, path: Path) -> None:
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-    styles = {TODAY: ":", NEW: "-", IDEAL: "--"}
+    styles = {TODAY: ":", V3: "-.", NEW: "-", IDEAL: "--"}
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
     for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
         for colour, delta in zip(colours, deltas, strict=True):
@@ -527,18 +611,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=SCRATCH)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--quick", action="store_true", help="8 null and 4 other seasons per cell")
+    parser.add_argument("--medium", action="store_true", help="36 null, 20 at +0.03 and 6 other seasons per cell")
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     args = parser.parse_args(argv)
     if not args.analyze_only:
-        run(plan(DELTAS, VOLUMES, args.quick), args.out, args.workers)
+        run(plan(DELTAS, VOLUMES, args.quick, args.medium), args.out, args.workers)
     started = time.perf_counter()
-    seasons = load(args.out, plan(DELTAS, VOLUMES, args.quick))
+    seasons = load(args.out, plan(DELTAS, VOLUMES, args.quick, args.medium))
     print(f"{len(seasons)} seasons loaded; deciding every look under each design", file=sys.stderr, flush=True)
     result = analyze(seasons)
     meta = {
         "seasons": len(seasons),
         "quick": args.quick,
+        "medium": args.medium,
         "cpu_seconds": sum(s.seconds for s in seasons),
         "analysis_seconds": time.perf_counter() - started,
         "nights": NIGHTS,

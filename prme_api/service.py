@@ -80,13 +80,17 @@ def operator(method: M) -> M:
         principal.require_role("operator", what)
         return await method(self, principal, *args, **kwargs)
 
-    guarded.role = "operator"  # type: ignore[attr-defined]
+    _OPERATOR_ONLY.add(guarded)
     return guarded  # type: ignore[return-value]
+
+
+_OPERATOR_ONLY: set[Callable[..., Any]] = set()
+"""The operations marked ``operator`` (the wrapped functions themselves)."""
 
 
 def role_of(method: Callable[..., Any]) -> str:
     """The role an operation needs: ``operator`` for those marked so, else ``agent``."""
-    return getattr(method, "role", "agent")
+    return "operator" if getattr(method, "__func__", method) in _OPERATOR_ONLY else "agent"
 
 
 class MemoryService:

@@ -100,8 +100,9 @@ class LearningPolicyResource(dg.ConfigurableResource):
     holdout_severe_loss: float = HARM_DEFAULTS["severe_loss"]
     holdout_max_severe_share: float = HARM_DEFAULTS["max_severe_share"]
     holdout_alpha_budget: float = DEFAULT_ALPHA_BUDGET
-    """The error budget every holdout look of a partition and baseline shares (the k-th look
-    may spend ``budget / (k (k + 1))``)."""
+    """The error budget every holdout look of a partition and baseline shares: spent over the
+    partition's recorded proposals (``gates.holdout_level``; version-3 reports: the k-th look
+    spends ``budget / (k (k + 1))``)."""
 
     def learning_config(self) -> LearningConfig:
         return LearningConfig(**{field: getattr(self, field) for field in LearningConfig.model_fields})

@@ -444,14 +444,36 @@ class MemoryClient(Administration):
             baseline_multipliers=baseline,
             excluded_query_digests=proposal.query_digests(),
         )
-        look = self.holdout_look(run, proposal.input_checksum, baseline_id)
-        report = run.evaluate(proposal.input_checksum, cfg, look=look.look)
+        return self.judge_holdout(run, proposal, baseline_id, cfg)
+
+    def judge_holdout(
+        self,
+        run: holdout.HoldoutRun,
+        proposal: LearningEvaluation,
+        baseline_profile_id: Any,
+        config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    ) -> FullRetrievalEvaluation:
+        """Evaluate a holdout run of ``proposal`` as a recorded look and keep the report: a
+        proposal this store recorded decides at the version-4 level of its place among the
+        partition's proposals (``looks.proposal_look``), any other at the version-3 level of
+        the partition's looks."""
+        facts = looks.proposal_look(self.store, proposal)
+        look = self.holdout_look(run, proposal.input_checksum, baseline_profile_id, per_proposal=facts is not None)
+        report = run.evaluate(proposal.input_checksum, config, look=look.look, proposal=facts)
         record_report(self.store, report)
         return report
 
-    def holdout_look(self, run: holdout.HoldoutRun, proposal_input_checksum: str, baseline_profile_id: Any) -> Any:
+    def holdout_look(
+        self,
+        run: holdout.HoldoutRun,
+        proposal_input_checksum: str,
+        baseline_profile_id: Any,
+        *,
+        per_proposal: bool = False,
+    ) -> Any:
         """The store's record of this look at the holdout (its number sets the level the
-        confirming test may spend); re-evaluating the identical run returns the same look."""
+        confirming test may spend); re-evaluating the identical run returns the same look.
+        ``per_proposal``: numbered among the looks at that one proposal (version 4)."""
         return holdout.record_run_look(
             self.store,
             run,
@@ -459,6 +481,7 @@ class MemoryClient(Administration):
             baseline_profile_id=None
             if baseline_profile_id is None
             else parse_uuid(baseline_profile_id, "baseline_profile_id"),
+            per_proposal=per_proposal,
         )
 
     # --- ranking profiles ---------------------------------------------------------------

@@ -98,6 +98,7 @@ class MemoryEngine:
     evaluate_holdout = _InThread(MemoryClient.evaluate_holdout)
     holdout_baseline = _InThread(MemoryClient.holdout_baseline)
     holdout_look = _InThread(MemoryClient.holdout_look)
+    judge_holdout = _InThread(MemoryClient.judge_holdout)
     create_ranking_profile = _InThread(MemoryClient.create_ranking_profile)
     activate_ranking_profile = _InThread(MemoryClient.activate_ranking_profile)
     deactivate_ranking_profile = _InThread(MemoryClient.deactivate_ranking_profile)

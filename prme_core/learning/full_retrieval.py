@@ -23,14 +23,17 @@ from pydantic import Field, field_validator, model_validator
 from prme_core.canonical import assert_finite, canonical_digest
 from prme_core.errors import HoldoutIntegrityError, InvalidInput
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value, sign_flip_samples
-from prme_core.learning.config import DEFAULT_BOOTSTRAP_SAMPLES, DEFAULT_SEED
 from prme_core.learning.gates import (
     TOLERANCE,
     HoldoutDecision,
     confirm_decision,
     holdout_decision,
-    look_alpha,
     regression_harm,
+)
+from prme_core.learning.holdout_config import (  # noqa: F401 (re-exported: reports and callers import them here)
+    DEFAULT_ALPHA_BUDGET,
+    HARM_DEFAULTS,
+    FullRetrievalEvaluationConfig,
 )
 from prme_core.learning.holdout_pairs import check_multipliers, check_pair, index_receipts, verified_arm
 from prme_core.learning.metrics import mrr_at_k, ndcg_at_k, recall_at_k
@@ -80,68 +83,6 @@ class FullRetrievalTrial(FrozenModel):
         return self
 
 
-HARM_DEFAULTS = {"max_mean_harm": 0.02, "severe_loss": 0.5, "max_severe_share": 0.05, "max_p_value": 0.025}
-"""The regression bounds a version-2 report records when the caller leaves them unset: at most
-0.02 NDCG lost per query on average to regressions, and at most 5% of the groups losing 0.5 or
-more (in NDCG@10 with one relevant memory, 0.5 is falling from first place to third or lower),
-and the groups' paired sign-flip test at most p = 0.025 (one-sided)."""
-DEFAULT_ALPHA_BUDGET = 0.05
-"""The error budget of a partition's holdout looks (version 3): every look together may accept a
-proposal without a true gain with probability at most 5%; the k-th look spends
-``gates.look_alpha(0.05, k)`` (2.5%, then 0.83%, 0.42%, …)."""
-
-
-class FullRetrievalEvaluationConfig(EvolvingModel):
-    """Metric cut-off, coverage minimum, bootstrap and acceptance thresholds (saved in every report).
-
-    ``max_regression_fraction`` bounds version-1 reports only; version-2 reports bound the harm
-    of regressions instead (``max_mean_harm``, ``severe_loss``, ``max_severe_share``: None until
-    a report records them resolved, so a version-1 report's configuration keeps its bytes).
-    Version-3 reports also record which ``look`` at the partition's holdout they were and the
-    ``alpha_budget`` the looks share; their ``max_p_value`` is the level that look may spend
-    (``gates.look_alpha``), derived, never set by a caller."""
-
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*HARM_DEFAULTS, "look", "alpha_budget")
-
-    seed: int = Field(default=DEFAULT_SEED, ge=0, le=2**63 - 1)
-    k: int = Field(default=10, ge=1, le=1000)
-    min_query_groups: int = Field(default=20, ge=2, le=100_000)
-    bootstrap_samples: int = Field(default=DEFAULT_BOOTSTRAP_SAMPLES, ge=100, le=10_000)
-    min_ndcg_gain: float = Field(default=0.01, ge=0.0, le=1.0)
-    max_regression_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
-    max_mean_harm: float | None = Field(default=None, ge=0.0, le=1.0)
-    severe_loss: float | None = Field(default=None, gt=0.0, le=1.0)
-    max_severe_share: float | None = Field(default=None, ge=0.0, le=1.0)
-    max_p_value: float | None = Field(default=None, gt=0.0, le=1.0)
-    look: int | None = Field(default=None, ge=1, le=1_000_000)
-    alpha_budget: float | None = Field(default=None, gt=0.0, le=0.5)
-
-    @property
-    def sequential(self) -> bool:
-        """A version-3 configuration: the holdout confirms within a spent error budget."""
-        return self.look is not None
-
-    def resolved(self, *, look: int | None = None) -> FullRetrievalEvaluationConfig:
-        """This configuration as a version-3 report records it: every bound explicit, ``look``
-        (given here, by the store's count; else the configuration's, else 1) and the level it
-        may spend."""
-        budget = DEFAULT_ALPHA_BUDGET if self.alpha_budget is None else self.alpha_budget
-        number = look if look is not None else (self.look or 1)
-        alpha = look_alpha(budget, number)
-        if self.max_p_value is not None and abs(self.max_p_value - alpha) > TOLERANCE:
-            raise InvalidInput(
-                "config.max_p_value",
-                f"is derived from alpha_budget and the look ({budget} over look {number} gives {alpha:.6g}); "
-                "set alpha_budget instead",
-            )
-        harm = {k: v for k, v in HARM_DEFAULTS.items() if k != "max_p_value" and getattr(self, k) is None}
-        return self.model_copy(update={**harm, "look": number, "alpha_budget": budget, "max_p_value": alpha})
-
-    def resolved_v2(self) -> FullRetrievalEvaluationConfig:
-        """This configuration with every version-2 bound explicit (each look judged alone)."""
-        return self.model_copy(update={k: v for k, v in HARM_DEFAULTS.items() if getattr(self, k) is None})
-
-
 class FullRetrievalQueryResult(FrozenModel):
     """One query group: its paired request ids (in trial order) and group-mean metrics of both arms."""
 
@@ -181,7 +122,7 @@ class FullRetrievalEvaluation(EvolvingModel):
         "sign_flip_p",
     )
 
-    schema_version: Literal[1, 2, 3] = 3
+    schema_version: Literal[1, 2, 3, 4] = 4
     algorithm: Literal["paired_full_retrieval_v1"] = ALGORITHM
     bootstrap_algorithm: Literal["numpy-pcg64-percentile-v1"] = BOOTSTRAP_ALGORITHM
     owner: Owner
@@ -252,10 +193,14 @@ class FullRetrievalEvaluation(EvolvingModel):
             harm_config and None in (cfg.severe_loss, cfg.max_severe_share, cfg.max_p_value)
         ):
             raise ValueError("a version-2 or -3 report records its resolved regression bounds; a version-1 report none")
-        if (self.schema_version == 3) != cfg.sequential or (cfg.sequential) != (cfg.alpha_budget is not None):
-            raise ValueError("a version-3 report records its look and alpha budget; earlier versions neither")
-        if cfg.sequential and abs(cfg.max_p_value - look_alpha(cfg.alpha_budget, cfg.look)) > TOLERANCE:  # type: ignore[arg-type,operator]
-            raise ValueError("max_p_value must be the level the report's look may spend (look_alpha)")
+        if (self.schema_version >= 3) != cfg.sequential or (cfg.sequential) != (cfg.alpha_budget is not None):
+            raise ValueError("a version-3 or -4 report records its look and alpha budget; earlier versions neither")
+        if (self.schema_version == 4) != cfg.per_proposal or cfg.per_proposal != (
+            cfg.offline_alpha is not None and cfg.level_cap is not None
+        ):
+            raise ValueError("a version-4 report records its offline look, offline alpha and level cap; others none")
+        if cfg.sequential and abs(cfg.max_p_value - cfg.level()) > TOLERANCE:  # type: ignore[operator]
+            raise ValueError("max_p_value must be the level the report's look may spend (look_alpha, holdout_level)")
         _check_summary(self, _summary(self.queries, self.config))
         if self.feature_identity_sha256 != canonical_digest(self.feature_identity):
             raise ValueError("feature_identity_sha256 is not the digest of feature_identity")
@@ -276,13 +221,19 @@ def evaluate_full_retrieval(
     baseline_multipliers: RankingMultipliers | Mapping[str, float] | None = None,
     config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
     look: int | None = None,
+    offline_look: int | None = None,
+    offline_alpha: float | None = None,
 ) -> FullRetrievalEvaluation:
     """Verify paired receipts and judge them against complete relevant sets (pure; fails closed).
 
     ``receipts`` maps request id → (receipt, checksum), e.g. from ``receipts.store.get_receipts``.
     ``look`` is this evaluation's number among the partition's holdout looks
     (``learning.looks.record_look``; default the configuration's, else 1): it sets the level the
-    confirming test may spend. A profile needs the store's record of that look.
+    confirming test may spend. ``offline_look`` and ``offline_alpha`` (``learning.looks.
+    proposal_look``: the proposal's number among the partition's recorded proposals and its
+    offline gate's level) make it a version-4 report, whose level is spent over proposals
+    (``gates.holdout_level``) and whose ``look`` counts the looks at that one proposal. A profile
+    needs the store's record of both.
     """
     owner, scope_set, cfg, candidate, baseline = check_evaluation_arguments(
         owner=owner,
@@ -293,6 +244,8 @@ def evaluate_full_retrieval(
         baseline_multipliers=baseline_multipliers,
         config=config,
         look=look,
+        offline_look=offline_look,
+        offline_alpha=offline_alpha,
     )
     parsed = sorted(parse_trials(trials), key=_trial_key)
     supplied = index_receipts(receipts)
@@ -344,6 +297,7 @@ def evaluate_full_retrieval(
     assert shared is not None
     queries = _group_results(parsed, arms, cfg.k)
     fields: dict[str, Any] = dict(
+        schema_version=4 if cfg.per_proposal else 3,
         owner=owner,
         scopes=scope_set,
         config=cfg,
@@ -374,6 +328,8 @@ def check_evaluation_arguments(
     baseline_multipliers: Any = None,
     config: Any = None,
     look: int | None = None,
+    offline_look: int | None = None,
+    offline_alpha: float | None = None,
 ) -> tuple[str, tuple[str, ...], FullRetrievalEvaluationConfig, RankingMultipliers, RankingMultipliers]:
     """Every argument of ``evaluate_full_retrieval`` but the receipts and trials, validated
     (``InvalidInput`` names the field): callers check them before reading any receipt."""
@@ -381,7 +337,9 @@ def check_evaluation_arguments(
     scope_set = check_scope_set(scopes)
     check_sha256(proposal_input_checksum, "proposal_input_checksum")
     check_sha256(memory_artifact_sha256, "memory_artifact_sha256")
-    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved(look=look)
+    cfg = parse_model(FullRetrievalEvaluationConfig, config if config is not None else {}, "config").resolved(
+        look=look, offline_look=offline_look, offline_alpha=offline_alpha
+    )
     candidate = parse_model(RankingMultipliers, candidate_multipliers, "candidate_multipliers")
     baseline = (
         UNITY

@@ -1,17 +1,27 @@
 """The gate decisions, as pure functions. Report models call them to re-derive their own
 decision on load; Dagster asset checks call them to enforce the gates.
 
-Version-3 reports (what new evaluations write): the offline gate judges every judged group,
+Version-3 proposals (what new evaluations write): the offline gate judges every judged group,
 not only the validation share — the proposal on the validation groups and, for each training
 group, a proposal fitted on the other training folds (cross-fitting; no validation label ever
-fits anything) — with a one-sided paired sign-flip test at ``max_p_value`` (0.025); the separate
-full-retrieval holdout confirms with its own sign-flip test at the level its error budget allows
-for this look (``look_alpha``: the k-th holdout look of a partition and baseline may spend
-``budget / (k (k + 1))``, so every look together never spends more than the budget, 0.05). The
-two tests judge disjoint queries, so a proposal without a true gain passes both on one look with
-probability at most their product, and the holdout's spending bounds every season of looks,
-however long. Version-2 reports keep their rules (a bootstrap interval and a sign-flip test at
-2.5% on the validation groups alone, every look judged alone)."""
+fits anything) — with a one-sided paired sign-flip test at ``max_p_value`` (0.025).
+
+The separate full-retrieval holdout confirms with its own one-sided sign-flip test. The two
+tests judge disjoint queries, so for a proposal without a true gain, passing the offline gate
+(probability at most its level *a*) and then the holdout at level *h* has probability at most
+*a · h*. Version-4 holdout reports (what the pipeline writes) spend their error budget *B*
+(0.05) over the partition's *proposals* with that product in mind (``holdout_level``): the
+holdout of the partition's t-th recorded proposal may test at ``min(cap, c / (t (t + 1)))``
+(cap 0.025), and the j-th look at the same proposal against the same baseline at that times
+``2 / (j (j + 1))``. ``c`` is the largest constant for which ``2 a Σ_t min(cap, c / (t (t + 1)))
+≤ B`` (``level_constant``; 10.5 at the defaults), so every night of the partition's life
+together accepts a proposal without a true gain with probability at most B: the first twenty
+nights' proposals confirm at the full 2.5%, later ones at a slowly shrinking level, and a
+10-night season at most 2a · 10 · cap = 1.25%. Version-3 holdout reports (a holdout of a
+proposal this store did not record, and earlier reports) spend the budget over the holdout's
+looks alone (``look_alpha``: the k-th look of a partition and baseline ``B / (k (k + 1))``).
+Version-2 reports keep their rules (a bootstrap interval and a sign-flip test at 2.5% on the
+validation groups alone, every look judged alone)."""
 
 from __future__ import annotations
 
@@ -82,6 +92,59 @@ def look_alpha(budget: float, look: int) -> float:
     return budget / (look * (look + 1))
 
 
+DEFAULT_LEVEL_CAP = 0.025
+"""The most a version-4 holdout look may test at (one-sided): the level of every single gate."""
+
+
+def level_constant(budget: float, offline_alpha: float, cap: float) -> float:
+    """The largest ``c`` for which the partition's holdout levels ``min(cap, c / (t (t + 1)))``,
+    each after an offline gate at ``offline_alpha`` and with its repeated looks (factor 2),
+    together spend at most ``budget``: ``2 · offline_alpha · Σ_t min(cap, c / (t (t + 1))) ≤ budget``.
+
+    With the first ``T`` proposals at the cap the sum is ``cap · T + c / (T + 1)`` (the tail
+    telescopes), which must stay within ``S = budget / (2 · offline_alpha)``: ``c = (S − cap · T)
+    (T + 1)`` for the largest ``T`` at which that still puts the T-th proposal at the cap
+    (``c ≥ cap · T (T + 1)``); with no proposal at the cap, ``c = S``."""
+    if not (0.0 < budget and 0.0 < offline_alpha <= 1.0 and 0.0 < cap <= 1.0):
+        raise ValueError(f"budget, offline_alpha and cap must be positive (got {budget}, {offline_alpha}, {cap})")
+    share = budget / (2.0 * offline_alpha)
+    best = share
+    for t in range(1, 1_000_000):
+        at_cap = (share - cap * t) * (t + 1)
+        if at_cap < cap * t * (t + 1):
+            break
+        best = at_cap
+    return best
+
+
+def holdout_level(
+    offline_look: int, look: int, *, budget: float, offline_alpha: float, cap: float = DEFAULT_LEVEL_CAP
+) -> float:
+    """The level the ``look``-th holdout look at the partition's ``offline_look``-th recorded
+    proposal may test at (version 4): ``min(cap, c / (t (t + 1))) · 2 / (j (j + 1))``."""
+    if offline_look < 1 or look < 1:
+        raise ValueError(f"offline and holdout looks are numbered from 1, got {offline_look} and {look}")
+    c = level_constant(budget, offline_alpha, cap)
+    t, j = offline_look, look
+    return min(cap, c / (t * (t + 1))) * 2.0 / (j * (j + 1))
+
+
+def lifetime_bound(
+    budget: float, offline_alpha: float, cap: float = DEFAULT_LEVEL_CAP, proposals: int | None = None
+) -> float:
+    """The bound on accepting a proposal without a true gain over ``proposals`` nights (None:
+    the partition's whole life): ``2 · offline_alpha · Σ_t min(cap, c / (t (t + 1)))``."""
+    c = level_constant(budget, offline_alpha, cap)
+    at_cap = 0
+    while cap * (at_cap + 1) * (at_cap + 2) <= c:
+        at_cap += 1
+    if proposals is None:
+        total = cap * at_cap + c / (at_cap + 1)
+    else:
+        total = sum(min(cap, c / (t * (t + 1))) for t in range(1, proposals + 1))
+    return 2.0 * offline_alpha * total
+
+
 def confirm_decision(
     *,
     enough_groups: bool,
@@ -97,7 +160,8 @@ def confirm_decision(
 ) -> HoldoutDecision:
     """The version-3 holdout gate, which confirms: the minimum mean NDCG gain, no mean recall
     loss, the harm and severe-share bounds of version 2, and the groups' one-sided paired
-    sign-flip p-value at most ``alpha``, the level this look may spend (``look_alpha``)."""
+    sign-flip p-value at most ``alpha``, the level this look may spend (``holdout_level`` for
+    version 4, ``look_alpha`` for version 3)."""
     if not enough_groups:
         return "insufficient_data"
     assert None not in (ndcg_gain, recall_gain, harm, severe_share, p_value)

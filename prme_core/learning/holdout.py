@@ -40,7 +40,7 @@ from prme_core.learning.full_retrieval import (
     RelevantNodeIds,
     evaluate_full_retrieval,
 )
-from prme_core.learning.looks import HoldoutLook, LookKey, record_look
+from prme_core.learning.looks import HoldoutLook, LookKey, ProposalLook, record_look
 from prme_core.memory.bank import parse_uuid
 from prme_core.memory.models import ScopeName, ScopeSet
 from prme_core.receipts.model import RetrievalReceipt
@@ -157,9 +157,11 @@ class HoldoutRun(FrozenModel):
         *,
         receipts: Mapping[UUID, tuple[RetrievalReceipt, str]] | None = None,
         look: int | None = None,
+        proposal: ProposalLook | None = None,
     ) -> FullRetrievalEvaluation:
         """``evaluate_full_retrieval`` over this run's receipts (or ``receipts`` for a reloaded
-        run); ``look`` is the store's number of this look (``record_run_look``)."""
+        run); ``look`` is the store's number of this look (``record_run_look``), ``proposal`` the
+        store's facts of the proposal (``looks.proposal_look``: a version-4 report)."""
         return evaluate_full_retrieval(
             self._receipts if receipts is None else receipts,
             self.trials,
@@ -171,6 +173,8 @@ class HoldoutRun(FrozenModel):
             baseline_multipliers=self.baseline_multipliers,
             config=config,
             look=look,
+            offline_look=None if proposal is None else proposal.offline_look,
+            offline_alpha=None if proposal is None else proposal.offline_alpha,
         )
 
     def group_ids(self) -> tuple[str, ...]:
@@ -178,9 +182,15 @@ class HoldoutRun(FrozenModel):
 
 
 def record_run_look(
-    store: Store, run: HoldoutRun, *, proposal_input_checksum: str, baseline_profile_id: UUID | None
+    store: Store,
+    run: HoldoutRun,
+    *,
+    proposal_input_checksum: str,
+    baseline_profile_id: UUID | None,
+    per_proposal: bool = False,
 ) -> HoldoutLook:
-    """The store's look for evaluating ``run`` against that proposal and baseline (idempotent)."""
+    """The store's look for evaluating ``run`` against that proposal and baseline (idempotent),
+    numbered among the looks at that proposal (``per_proposal``, version 4) or at the partition."""
     key = LookKey(
         run.owner,
         tuple(run.scopes),
@@ -190,7 +200,7 @@ def record_run_look(
         run.memory_artifact_sha256,
         run.group_ids(),
     )
-    return record_look(store, key)
+    return record_look(store, key, per_proposal=per_proposal)
 
 
 def holdout_id(owner: str, scope_key: str, query: str, reference_time: Any) -> UUID:

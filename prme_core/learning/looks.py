@@ -1,12 +1,21 @@
-"""Holdout looks: the store's count of how often a partition's holdout judged a proposal.
+"""Looks: the store's count of the proposals a partition's learning made and of how often its
+holdout judged them.
 
-Every holdout evaluation a version-3 gate decides is a *look* at the registered holdout
+Every holdout evaluation a version-3 or -4 gate decides is a *look* at the registered holdout
 queries of one owner, scope set and baseline (the active profile it competes with, or base
-scoring). Each look may spend only ``gates.look_alpha(budget, k)`` of the holdout's error
-budget, so the k-th look must know k. The store records every look as an append-only
-``holdout_look`` operation, numbered in order under a per-experiment lock; the evaluation
-records its number, and profile creation re-reads the look to check it (a report cannot claim
-a first look it did not have).
+scoring), and its level depends on its number:
+
+* version 4 (a proposal this store recorded): the proposal's *offline look* t is its place
+  among the partition's recorded proposals (``proposal_look``: every offline evaluation the
+  store produced for that owner and scope set, passed or not, in admission order), and the
+  look j is numbered among the looks at that one proposal and baseline; the level is
+  ``gates.holdout_level(t, j)``;
+* version 3 (a holdout of a proposal the store did not record): the look k is numbered among
+  all the looks of the partition and baseline; the level is ``gates.look_alpha(budget, k)``.
+
+The store records every look as an append-only ``holdout_look`` operation, numbered in order
+under a per-counter lock; the evaluation records its numbers, and profile creation re-derives
+them (a report cannot claim a first look, or an earlier proposal, it did not have).
 
 A look's id is derived from what it judged (proposal, candidate multipliers, baseline, memory
 artifact, holdout groups), so re-running the identical evaluation — a retried run, a
@@ -26,7 +35,7 @@ from pydantic import Field, ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalTrial, evaluate_full_retrieval
-from prme_core.learning.reports import record_report
+from prme_core.learning.reports import OP_REPORT, record_report, report_id
 from prme_core.memory.models import ScopeSet
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import RankingMultipliers
@@ -53,10 +62,14 @@ class HoldoutLook(FrozenModel):
     recorded_at: UtcDatetime
 
 
-def experiment_key(scopes: Sequence[str], baseline_profile_id: UUID | None) -> str:
-    """The looks of one owner, scope set and baseline share one budget (and one counter)."""
+def experiment_key(
+    scopes: Sequence[str], baseline_profile_id: UUID | None, proposal_input_checksum: str | None = None
+) -> str:
+    """The counter a look is numbered by: the looks of one owner, scope set and baseline
+    (version 3), or of one proposal against that baseline (version 4, ``proposal_input_checksum``)."""
     baseline = "base" if baseline_profile_id is None else str(baseline_profile_id)
-    return f"holdout-looks:{make_scope_key(scopes)}:{baseline}"
+    key = f"holdout-looks:{make_scope_key(scopes)}:{baseline}"
+    return key if proposal_input_checksum is None else f"{key}:{proposal_input_checksum}"
 
 
 @dataclass(frozen=True)
@@ -98,11 +111,13 @@ class LookKey:
         return uuid5(NAMESPACE_URL, canonical_json(key).decode())
 
 
-def record_look(store: Store, key: LookKey) -> HoldoutLook:
+def record_look(store: Store, key: LookKey, *, per_proposal: bool = False) -> HoldoutLook:
     """The look of this evaluation: the stored one if the identical evaluation was looked at
-    before, else a new look numbered one past the experiment's newest (under its lock)."""
+    before, else a new look numbered one past the newest of its counter (under its lock): the
+    partition's and baseline's, or with ``per_proposal`` (version 4) that one proposal's."""
     lid, owner = key.look_id(), key.owner
-    target = experiment_key(key.scopes, key.baseline_profile_id)
+    checksum = key.proposal_input_checksum if per_proposal else None
+    target = experiment_key(key.scopes, key.baseline_profile_id, checksum)
     with store.transaction() as tx:
         tx.lock(f"{OP_LOOK}:{owner}:{target}")
         existing = tx.get_operation(owner, str(lid))
@@ -132,6 +147,34 @@ def record_look(store: Store, key: LookKey) -> HoldoutLook:
             )
         )
     return look
+
+
+@dataclass(frozen=True)
+class ProposalLook:
+    """A recorded proposal's place among its partition's proposals, and its offline gate's level."""
+
+    offline_look: int
+    offline_alpha: float
+
+
+def proposal_look(store: Store, proposal: Any) -> ProposalLook | None:
+    """The version-4 facts of a proposal (a ``LearningEvaluation``): its number among the
+    offline evaluations this store recorded for its owner and scope set (1 + those admitted
+    before its own record), and the level its offline gate tested at. None when the store did
+    not record it or its gate had no test level (version 1): its holdout then spends by the
+    version-3 rule."""
+    alpha = proposal.config.max_p_value
+    if alpha is None:
+        return None
+    owner = proposal.owner
+    with store.transaction(read_only=True) as tx:
+        own = tx.get_operation(owner, report_id(owner, proposal))
+        if own is None or own.op_type != OP_REPORT or own.payload != proposal.canonical_bytes().decode():
+            return None
+        before = tx.count_operations_before(
+            owner, OP_REPORT, scope_key=own.scope_key, target_id=own.target_id, before_seq=own.seq
+        )
+    return ProposalLook(offline_look=before + 1, offline_alpha=alpha)
 
 
 def get_look(store: Store, owner: str, look: UUID) -> HoldoutLook | None:

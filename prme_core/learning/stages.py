@@ -142,9 +142,7 @@ def holdout_stage(
         return HoldoutOutcome(status="no_holdout_queries", message=str(exc), **common)
     except HoldoutOverlapsTraining as exc:
         return HoldoutOutcome(status="query_overlap", message=str(exc), **common)
-    look = client.holdout_look(run, proposal.input_checksum, baseline_id)
-    evaluation = run.evaluate(proposal.input_checksum, config, look=look.look)
-    record_report(client.store, evaluation)
+    evaluation = client.judge_holdout(run, proposal, baseline_id, config)
     return HoldoutOutcome(
         status="evaluated",
         memory_before=run.memory_artifact_sha256,

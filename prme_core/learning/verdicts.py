@@ -73,7 +73,10 @@ def holdout_groups_needed(evaluation: FullRetrievalEvaluation) -> GroupsNeeded:
     """The estimate over the holdout's query groups (more registered holdout queries to add),
     planned for the level the *next* look may spend (version 3), else the 95% interval."""
     cfg = evaluation.config
-    alpha = look_alpha(cfg.alpha_budget, cfg.look + 1) if cfg.sequential else None  # type: ignore[arg-type,operator]
+    if cfg.per_proposal:  # the next night's proposal, on its first look
+        alpha = cfg.model_copy(update={"offline_look": cfg.offline_look + 1, "look": 1}).level()  # type: ignore[operator]
+    else:
+        alpha = look_alpha(cfg.alpha_budget, cfg.look + 1) if cfg.sequential else None  # type: ignore[arg-type,operator]
     return groups_for_power([q.candidate_ndcg - q.baseline_ndcg for q in evaluation.queries], alpha=alpha)
 
 
@@ -131,6 +134,8 @@ def regression_bounds(evaluation: FullRetrievalEvaluation) -> dict[str, Any]:
     sequential = (
         {"look": cfg.look, "alpha_budget": cfg.alpha_budget, "look_alpha": cfg.max_p_value} if cfg.sequential else {}
     )
+    if cfg.per_proposal:
+        sequential.update(offline_look=cfg.offline_look, offline_alpha=cfg.offline_alpha, level_cap=cfg.level_cap)
     return {
         **sequential,
         "harm": e.harm,
@@ -287,12 +292,17 @@ def holdout_gate_verdict(outcome: HoldoutOutcome) -> Verdict:
         "baseline_profile_id": None if outcome.baseline_profile_id is None else str(outcome.baseline_profile_id),
     }
     if e.decision == "improved_full_retrieval":
-        level = (
-            f"; sign-flip p {e.sign_flip_p:.3g} ≤ {e.config.max_p_value:.3g}, the level look {e.config.look} "
-            f"may spend of the {e.config.alpha_budget} budget"
-            if e.config.sequential
-            else ""
-        )
+        level = ""
+        if e.config.per_proposal:
+            level = (
+                f"; sign-flip p {e.sign_flip_p:.3g} ≤ {e.config.max_p_value:.3g}, the level look {e.config.look} at "
+                f"the partition's proposal {e.config.offline_look} may spend of the {e.config.alpha_budget} budget"
+            )
+        elif e.config.sequential:
+            level = (
+                f"; sign-flip p {e.sign_flip_p:.3g} ≤ {e.config.max_p_value:.3g}, the level look {e.config.look} "
+                f"may spend of the {e.config.alpha_budget} budget"
+            )
         return Verdict(
             True, f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups{level}", facts
         )

@@ -34,7 +34,7 @@ from prme_core.errors import (
     StaleProfileError,
 )
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation
-from prme_core.learning.looks import LookKey, get_look
+from prme_core.learning.looks import LookKey, get_look, proposal_look
 from prme_core.learning.proposal import LearningEvaluation
 from prme_core.learning.reports import is_recorded
 from prme_core.memory.bank import parse_uuid
@@ -100,7 +100,7 @@ def create_profile(
                 "is made only from evaluations computed through the store (MemoryClient.evaluate_learning, "
                 "evaluate_holdout, the learning pipeline), as they returned them; an edited report is refused"
             )
-    _check_look(store, owner, holdout, baseline)
+    _check_look(store, owner, proposal, holdout, baseline)
     draft = OperationDraft(
         id=record_operation_id("ranking-profile", owner, pid),
         owner=owner,
@@ -119,9 +119,13 @@ def create_profile(
     return first
 
 
-def _check_look(store: Store, owner: str, holdout: FullRetrievalEvaluation, baseline: UUID | None) -> None:
-    """A version-3 holdout decided at the level its look could spend: the store must hold that
-    look, with that number, for this owner, scope set, baseline, proposal and holdout groups."""
+def _check_look(
+    store: Store, owner: str, proposal: LearningEvaluation, holdout: FullRetrievalEvaluation, baseline: UUID | None
+) -> None:
+    """A version-3 or -4 holdout decided at the level its look could spend: the store must hold
+    that look, with that number, for this owner, scope set, baseline, proposal and holdout
+    groups; a version-4 holdout's proposal must also hold the place among its partition's
+    recorded proposals, and the offline level, that the holdout claims."""
     if holdout.schema_version < 3:
         return
     lid = LookKey.of(holdout, baseline).look_id()
@@ -136,6 +140,18 @@ def _check_look(store: Store, owner: str, holdout: FullRetrievalEvaluation, base
         raise InvalidEvidence(
             f"the holdout claims look {holdout.config.look}, but this store recorded it as look {recorded.look} "
             "of its partition's holdout; its decision used the wrong level"
+        )
+    if holdout.schema_version < 4:
+        return
+    facts = proposal_look(store, proposal)
+    claimed = (holdout.config.offline_look, holdout.config.offline_alpha)
+    if facts is None or (facts.offline_look, facts.offline_alpha) != claimed:
+        found = (
+            "no recorded proposal" if facts is None else f"offline look {facts.offline_look} at {facts.offline_alpha}"
+        )
+        raise InvalidEvidence(
+            f"the holdout claims offline look {claimed[0]} at level {claimed[1]}, but this store holds {found} for "
+            "its proposal; its decision used the wrong level"
         )
 
 

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord, DuplicateKey, IdempotencyConflict, InvalidInput, MissingEvidence
 from prme_core.receipts.model import RetrievalReceipt
-from prme_core.receipts.pool import PoolColumns, PoolSummary, packed_from_stored, pool_digest, stored_pool
+from prme_core.receipts.pool import PoolColumns, PoolSummary, pool_digest
 from prme_core.receipts.projection import packed_projection, scope_key
+from prme_core.receipts.stored_pool import packed_from_stored, stored_pool
 from prme_core.storage.base import Store
 from prme_core.storage.compression import stored_float_block
 from prme_core.storage.records import OperationDraft, StoredOperation

@@ -13,8 +13,10 @@ def test_the_learning_policy_defaults_are_the_prme_core_config_defaults():
         assert getattr(policy, field) == getattr(learning, field), field
     for field, name in HOLDOUT_FIELDS.items():
         assert getattr(policy, name) == getattr(holdout, field), name
-    # the look and its level are the store's count and derived from the budget, never a policy
-    assert set(HOLDOUT_FIELDS) == set(FullRetrievalEvaluationConfig.model_fields) - {"look", "max_p_value"}
+    # the look, the proposal's number and offline level are the store's, the cap is the rule's and
+    # the level is derived from them and the budget: never a policy
+    derived = {"look", "max_p_value", "offline_look", "offline_alpha", "level_cap"}
+    assert set(HOLDOUT_FIELDS) == set(FullRetrievalEvaluationConfig.model_fields) - derived
     assert policy.max_records == DEFAULT_MAX_RECORDS
 
 

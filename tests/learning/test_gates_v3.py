@@ -24,18 +24,22 @@ def paired(rng: np.random.Generator, n: int, gain: float, *, changed: float = 0.
     return np.clip(d, -1.0, 1.0)
 
 
-def screen(d: np.ndarray) -> str:
+def screen(d: np.ndarray, level: float = SCREEN) -> str:
     return screen_decision(
         enough_groups=True,
         ndcg_gain=float(d.mean()),
         pairwise_gain=0.0,
         min_ndcg_gain=0.01,
         p_value=sign_flip_p_value(d, samples=2000, seed=42),
-        max_p_value=SCREEN,
+        max_p_value=level,
     )
 
 
 def confirm(d: np.ndarray, look: int, budget: float = DEFAULT_ALPHA_BUDGET) -> str:
+    return confirm_at(d, look_alpha(budget, look))
+
+
+def confirm_at(d: np.ndarray, alpha: float) -> str:
     harm, _, severe = regression_harm(d, 0.5)
     return confirm_decision(
         enough_groups=True,
@@ -47,7 +51,7 @@ def confirm(d: np.ndarray, look: int, budget: float = DEFAULT_ALPHA_BUDGET) -> s
         severe_share=severe,
         max_severe_share=0.05,
         p_value=sign_flip_p_value(d, samples=10_000, seed=42),
-        alpha=look_alpha(budget, look),
+        alpha=alpha,
     )
 
 

@@ -101,7 +101,7 @@ def test_a_profile_needs_the_store_s_record_of_its_holdout_look(client):
     holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
     assert proposal.decision == "improved_on_observed_candidates"
     assert holdout.decision == "improved_full_retrieval" and holdout.config.look == 1
-    assert holdout.config.max_p_value == pytest.approx(0.025) and holdout.schema_version == 3
+    assert holdout.config.max_p_value == pytest.approx(0.025) and holdout.schema_version == 4
     # the same evaluation again (fresh paired retrievals, same memory) is the same look
     again = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
     assert (again.config.look, again.decision, again.ndcg_gain) == (1, holdout.decision, holdout.ndcg_gain)

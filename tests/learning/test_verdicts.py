@@ -238,8 +238,9 @@ def test_holdout_gate_verdict_passes_an_improvement_over_enough_groups(lab):
     assert verdict.passed and e.decision == "improved_full_retrieval"
     assert verdict.description == (
         f"holdout NDCG gain {e.ndcg_gain:+.4f} over {e.coverage.query_groups} groups; sign-flip p "
-        f"{e.sign_flip_p:.3g} ≤ 0.025, the level look 1 may spend of the 0.05 budget"
+        f"{e.sign_flip_p:.3g} ≤ 0.025, the level look 1 at the partition's proposal 1 may spend of the 0.05 budget"
     )
+    assert (verdict.facts["offline_look"], verdict.facts["level_cap"]) == (1, 0.025)
     assert verdict.facts["min_query_groups"] == HOLDOUT_CONFIG["min_query_groups"]
     assert verdict.facts["baseline_profile_id"] is None and verdict.facts["interval_low"] > 0
 
