@@ -35,7 +35,7 @@ from pydantic import Field, ValidationError
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.errors import CorruptRecord
 from prme_core.learning.full_retrieval import FullRetrievalEvaluation, FullRetrievalTrial, evaluate_full_retrieval
-from prme_core.learning.reports import OP_REPORT, record_report, report_id
+from prme_core.learning.reports import OP_REPORT, record_report, recorded_operation
 from prme_core.memory.models import ScopeSet
 from prme_core.receipts.projection import scope_key as make_scope_key
 from prme_core.retrieval.multipliers import RankingMultipliers
@@ -166,13 +166,12 @@ def proposal_look(store: Store, proposal: Any) -> ProposalLook | None:
     alpha = proposal.config.max_p_value
     if alpha is None:
         return None
-    owner = proposal.owner
     with store.transaction(read_only=True) as tx:
-        own = tx.get_operation(owner, report_id(owner, proposal))
-        if own is None or own.op_type != OP_REPORT or own.payload != proposal.canonical_bytes().decode():
+        own = recorded_operation(tx, proposal)
+        if own is None:
             return None
         before = tx.count_operations_before(
-            owner, OP_REPORT, scope_key=own.scope_key, target_id=own.target_id, before_seq=own.seq
+            proposal.owner, OP_REPORT, scope_key=own.scope_key, target_id=own.target_id, before_seq=own.seq
         )
     return ProposalLook(offline_look=before + 1, offline_alpha=alpha)
 

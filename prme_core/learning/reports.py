@@ -10,6 +10,7 @@ so no record, and is refused. The same rule holds for Python, HTTP and MCP.
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
 from pydantic import BaseModel
@@ -17,7 +18,7 @@ from pydantic import BaseModel
 from prme_core.canonical import canonical_json, sha256_hex
 from prme_core.receipts.projection import scope_key
 from prme_core.storage.base import Store
-from prme_core.storage.records import OperationDraft
+from prme_core.storage.records import OperationDraft, StoredOperation
 
 OP_REPORT = "learning_report"
 
@@ -48,9 +49,15 @@ def record_report(store: Store, report: BaseModel) -> str:
     return rid
 
 
+def recorded_operation(tx: Any, report: BaseModel) -> StoredOperation | None:
+    """The record holding exactly these bytes as a report of its owner, within ``tx``; None if none."""
+    owner: str = report.owner  # type: ignore[attr-defined]
+    op = tx.get_operation(owner, report_id(owner, report))
+    exact = op is not None and op.op_type == OP_REPORT and op.payload == report.canonical_bytes().decode()  # type: ignore[attr-defined]
+    return op if exact else None
+
+
 def is_recorded(store: Store, report: BaseModel) -> bool:
     """Whether the store holds exactly these bytes as a report of its owner."""
-    owner: str = report.owner  # type: ignore[attr-defined]
     with store.transaction(read_only=True) as tx:
-        op = tx.get_operation(owner, report_id(owner, report))
-    return op is not None and op.op_type == OP_REPORT and op.payload == report.canonical_bytes().decode()  # type: ignore[attr-defined]
+        return recorded_operation(tx, report) is not None
