@@ -87,6 +87,17 @@ def test_every_golden_receipt_parses_validates_and_replays_under_a_new_layout(th
         assert replayed.scores == tuple(c.score for c in receipt.candidates)
 
 
+def test_the_fixture_generator_rebuilds_every_golden_file_once_a_newer_version_is_current(monkeypatch):
+    """The generator's older-version path (taken by every version once a new one is current)
+    rebuilds the same bytes, version 11 bound to its packed pool as before."""
+    monkeypatch.setattr(mf, "CURRENT_SCHEMA_VERSION", CURRENT_SCHEMA_VERSION + 1)
+    rebuilt = mf.golden_bytes()
+    assert set(rebuilt) == set(PINNED)
+    for name, data in rebuilt.items():
+        assert hashlib.sha256(data).hexdigest() == PINNED[name], name
+    assert mf.receipt_v11().packed_pool() == golden(mf.POOL_FIXTURE)
+
+
 @pytest.mark.parametrize("version", [10, 11])
 def test_stored_pools_attach_in_their_own_layout_and_replay_under_a_new_layout(throwaway, version):
     receipt = pool_receipt(version)
