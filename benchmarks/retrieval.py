@@ -11,17 +11,28 @@ depth and stored packed, schema version 11) against the same pipeline with pool 
 features are computed either way (they are part of every trace). Target: p50 ≤ 1.2 × that p50.
 Stored bytes per retrieval (receipt JSON plus the packed pool row) are reported for both. Memory text is LoCoMo turns (repeated with distinct
 sessions to reach the size) when the data is present, else synthetic.
+
+``--baseline-rev REV`` (issue 28, faster retrieve) also runs ``retrieve`` of another commit in
+the same run: two worker processes, one on a git worktree of ``REV`` and one on this tree, each
+with its own store of the same memories, take the same queries in turn (alternating which goes
+first), so both p50s, their ratio and the median paired difference come from one run on one
+host; ``--comparison-only`` skips everything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
+from pathlib import Path
 
 from benchmarks.common import bench_store_url, median, percentile, python_calibration_ms, row, timed
 from prme_assets.demo.data import find_locomo_data
@@ -303,6 +314,160 @@ def activate_direct_profile(client: MemoryClient, owner: str) -> None:
         record_change(tx, state)
 
 
+# A worker's whole program: it imports ``prme_core`` from the tree it is given (its first
+# argument), so the same source times any commit. It builds its store from the corpus file,
+# gives PROFILE_OWNER an applied profile, warms both owners, prints "ready", then answers each
+# request line ("<owner> <query index>") with the elapsed milliseconds of one retrieve.
+_WORKER = r"""
+import json, sys, time, uuid, warnings
+warnings.simplefilter("ignore")
+root, url, corpus_file, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+sys.path.insert(0, root)
+from prme_core import MemoryClient
+from prme_core.profiles.model import RankingProfileApplication, RankingProfileState
+from prme_core.profiles.registry import record_change
+from prme_core.retrieval.multipliers import RankingMultipliers
+from prme_core.types import utc_now
+import prme_core
+assert prme_core.__file__.startswith(root), prme_core.__file__
+data = json.load(open(corpus_file))
+items, queries, owners = data["items"], data["queries"], data["owners"]
+with MemoryClient(url) as client:
+    for owner in owners:
+        for start in range(0, len(items), 5000):
+            client.store_batch(owner, items[start : start + 5000])
+    profile_id = uuid.uuid4()
+    app = RankingProfileApplication(
+        profile_id=profile_id,
+        multipliers=RankingMultipliers(lexical=2.0, salience=0.5),
+        feature_identity_sha256=client.running_feature_identity(),
+        base_scoring=client.settings.scoring,
+    )
+    state = RankingProfileState(
+        change_id=uuid.uuid4(), owner=owners[1], scopes=tuple(sorted(client.settings.scopes)), action="activate",
+        previous_profile_id=None, active_profile_id=profile_id, application=app, changed_at=utc_now(),
+    )
+    with client.store.transaction() as tx:
+        record_change(tx, state)
+    for q in queries:
+        for owner in owners:
+            client.retrieve(q, owner=owner, limit=limit)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        owner, index = line.split()
+        start = time.perf_counter()
+        response = client.retrieve(queries[int(index)], owner=owner, limit=limit)
+        elapsed = (time.perf_counter() - start) * 1000.0
+        meta = response.metadata
+        print(json.dumps([elapsed, meta.receipt_persisted, meta.ranking_profile_status]), flush=True)
+"""
+
+
+class _Worker:
+    """One worker process timing ``retrieve`` of the code under ``root``."""
+
+    def __init__(self, root: Path, url: str, corpus_file: str, limit: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(root), url, corpus_file, str(limit)],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_ready(self) -> None:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if line.strip() != "ready":
+            raise RuntimeError(f"benchmark worker failed to start (exit {self.proc.wait()})")
+
+    def retrieve(self, owner: str, index: int) -> tuple[float, bool, str]:
+        self.proc.stdin.write(f"{owner} {index}\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        elapsed, persisted, status = json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
+        return float(elapsed), bool(persisted), str(status)
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait()
+
+
+def compare_with_revision(backend: str, rev: str, memories: int, queries: int, limit: int) -> None:
+    """p50 of ``retrieve`` on this tree and on commit ``rev`` in one run: a worker process each,
+    each with its own store of the same memories, the same queries in turn, alternating which
+    arm goes first; with and without an applied profile."""
+    here = Path(__file__).resolve().parents[1]
+    items, qs = corpus_and_queries(memories, queries)
+    for item in items:
+        for key, value in item.items():
+            if hasattr(value, "isoformat"):
+                item[key] = value.isoformat()
+    commit = subprocess.run(
+        ["git", "-C", str(here), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "baseline"
+        subprocess.run(
+            ["git", "-C", str(here), "worktree", "add", "--detach", str(tree), commit], check=True, capture_output=True
+        )
+        corpus_file = str(Path(tmp) / "corpus.json")
+        with open(corpus_file, "w") as out:
+            json.dump({"items": items, "queries": qs, "owners": [OWNER, PROFILE_OWNER]}, out)
+        try:
+            with bench_store_url(backend) as url_now, bench_store_url(backend) as url_then:
+                arms = {
+                    "now": _Worker(here, url_now, corpus_file, limit),
+                    "then": _Worker(tree, url_then, corpus_file, limit),
+                }
+                try:
+                    for worker in arms.values():
+                        worker.wait_ready()
+                    timings = _interleaved(arms, len(qs))
+                finally:
+                    for worker in arms.values():
+                        worker.close()
+        finally:
+            subprocess.run(
+                ["git", "-C", str(here), "worktree", "remove", "--force", str(tree)], check=False, capture_output=True
+            )
+    print(
+        f"{backend}: this tree against {rev} ({commit[:10]}), {memories:,} memories, {len(qs)} queries, limit {limit}, interleaved"
+    )
+    for owner, label in ((OWNER, "no profile"), (PROFILE_OWNER, "applied profile")):
+        now, then = timings[("now", owner)], timings[("then", owner)]
+        row(f"retrieve p50 {label}, {rev}", percentile(then, 0.5), "ms")
+        row(f"retrieve p50 {label}, this tree", percentile(now, 0.5), "ms")
+        row(
+            f"retrieve p50 {label}, this tree / {rev}",
+            100.0 * percentile(now, 0.5) / percentile(then, 0.5),
+            "%",
+            "target ≤ 70%" if owner == OWNER and backend == "duckdb" else "",
+        )
+        row(
+            f"retrieve {label}: median paired difference this tree - {rev}",
+            median([a - b for a, b in zip(now, then)]),
+            "ms",
+        )
+    for arm, name in (("then", rev), ("now", "this tree")):
+        cost = median([b - a for a, b in zip(timings[(arm, OWNER)], timings[(arm, PROFILE_OWNER)])])
+        row(f"profile cost ({name}): median paired difference", cost, "ms", "target ≤ 1 ms" if arm == "now" else "")
+
+
+def _interleaved(arms: dict[str, _Worker], queries: int) -> dict[tuple[str, str], list[float]]:
+    """Each query once per (arm, owner), the four in a rotating order."""
+    order = [(arm, owner) for arm in arms for owner in (OWNER, PROFILE_OWNER)]
+    timings: dict[tuple[str, str], list[float]] = {key: [] for key in order}
+    for i in range(queries):
+        for arm, owner in order[i % len(order) :] + order[: i % len(order)]:
+            elapsed, persisted, status = arms[arm].retrieve(owner, i)
+            if not persisted or status != ("applied" if owner == PROFILE_OWNER else "none"):
+                raise RuntimeError(f"{arm} {owner}: receipt persisted {persisted}, profile {status}")
+            timings[(arm, owner)].append(elapsed)
+    return timings
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -310,10 +475,17 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--baseline-rev", default=None, help="also time retrieve of this git commit, interleaved")
+    parser.add_argument("--comparison-only", action="store_true", help="with --baseline-rev: only the comparison")
     args = parser.parse_args()
+    if args.comparison_only and args.baseline_rev is None:
+        parser.error("--comparison-only needs --baseline-rev")
     print(f"host yardstick: sum(range(10**6)) takes {python_calibration_ms():.1f} ms here")
     for backend in args.backends.split(","):
-        bench_backend(backend.strip(), args.memories, args.queries, args.limit)
+        if not args.comparison_only:
+            bench_backend(backend.strip(), args.memories, args.queries, args.limit)
+        if args.baseline_rev is not None:
+            compare_with_revision(backend.strip(), args.baseline_rev, args.memories, args.queries, args.limit)
 
 
 if __name__ == "__main__":
