@@ -10,7 +10,7 @@ Setup goes through the project's own code, so the data follows the current recei
 ``synthetic_receipt`` builds genuine receipts (scores from the real formula, candidates in the
 real sort order, validated by the receipt model), ``write_receipts`` persists a thousand per
 transaction with their projections (one multi-row insert per table), ``synthetic_record``
-judges ten candidates of each with a planted lexical signal and ``append_record`` stores the
+judges ten candidates of each with a planted lexical signal and ``append_relevance`` stores the
 judgment as ``record_relevance`` does; one receipt per chunk is read back through
 ``get_receipt``, which verifies its checksum.
 Setup is the slow part (one transaction per relevance record, as in production: under three
@@ -31,11 +31,10 @@ import time
 import warnings
 from pathlib import Path
 
-from prme_core.feedback.relevance import OP_RELEVANCE, RelevanceRecord
+from prme_core.feedback.relevance import append_relevance
 from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.receipts.store import get_receipt, write_receipts
 from prme_core.storage import open_store
-from prme_core.storage.keyed_records import append_record
 
 OWNER = "bench-owner"
 CANDIDATES = 50
@@ -70,17 +69,7 @@ def write_dataset(url: str, records: int, groups: int, seed: int = 5, pool: int 
             with store.transaction() as tx:
                 write_receipts(tx, [receipt for receipt, _ in batch])
             for receipt, relevant in batch:
-                record = synthetic_record(rng, receipt, relevant, judged=JUDGED)
-                append_record(
-                    store,
-                    kind="relevance",
-                    op_type=OP_RELEVANCE,
-                    record=record,
-                    key_field="feedback_id",
-                    scope_key=record.scope_key,
-                    same=RelevanceRecord.matches,
-                    conflict=f"feedback id {record.feedback_id} reused",
-                )
+                append_relevance(store, synthetic_record(rng, receipt, relevant, judged=JUDGED))
             if get_receipt(store, OWNER, batch[-1][0].request_id) is None:  # read back: checksum and model verified
                 raise RuntimeError(f"receipt {batch[-1][0].request_id} was not stored")
             written = done + len(batch)

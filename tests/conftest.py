@@ -45,31 +45,29 @@ def _with_schema(dsn: str, schema: str) -> str:
     return f"{dsn}{'&' if '?' in dsn else '?'}prme_schema={schema}"
 
 
+def _postgres_schema_url() -> Iterator[str]:
+    """A PostgreSQL store URL in a fresh schema, dropped once the caller resumes the generator."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield _with_schema(_postgres_dsn(), schema)
+    import psycopg
+
+    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store URL on each backend; PostgreSQL schemas are dropped afterwards."""
     if request.param == "duckdb":
         yield f"duckdb:///{tmp_path / 'store' / 'prme.duckdb'}"
         return
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    url = _with_schema(_postgres_dsn(), schema)
-    yield url
-    import psycopg
-
-    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    yield from _postgres_schema_url()
 
 
 @pytest.fixture
 def postgres_url(tmp_path: Path) -> Iterator[str]:
     """A fresh PostgreSQL store URL only (for tests about server-side concurrency)."""
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    url = _with_schema(_postgres_dsn(), schema)
-    yield url
-    import psycopg
-
-    with psycopg.connect(os.environ[POSTGRES_ENV], autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    yield from _postgres_schema_url()
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@ thresholds, a list of one-word subjects, and a write that lands in the middle of
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from prme_core import MemoryClient
 from prme_core.datasets.lab import (
     LAB_OWNER,
@@ -29,6 +32,7 @@ __all__ = [
     "feedback_question",
     "holdout_question",
     "make_lab",
+    "store_repair_memories",
     "write_during_holdout",
 ]
 
@@ -69,6 +73,23 @@ SUBJECTS = (
     "oboe",
 )
 """Distinct one-word subjects for small hand-built corpora (holdout, full-retrieval and profile tests)."""
+
+
+def store_repair_memories(client: MemoryClient, topics: Sequence[str]) -> dict[str, uuid.UUID]:
+    """Store, for each topic, Alice's low-salience memory of its repair price beside a
+    high-salience distractor; return each topic's repair memory (the relevant one)."""
+    items = []
+    for topic in topics:
+        items.append(
+            {
+                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
+                "salience": 0.05,
+                "confidence": 0.1,
+            }
+        )
+        items.append({"content": f"Alice said something about a {topic} once", "salience": 1.0, "confidence": 1.0})
+    nodes = client.store_batch("alice", items)
+    return {topic: nodes[2 * i].id for i, topic in enumerate(topics)}
 
 
 def write_during_holdout(monkeypatch, owner: str) -> None:

@@ -130,17 +130,23 @@ def record_relevance(
             receipt_checksum=checksum,
             scope_key=scope_key(receipt.scopes),
         )
-        return append_record(
-            store,
-            kind="relevance",
-            op_type=OP_RELEVANCE,
-            record=record,
-            key_field="feedback_id",
-            scope_key=record.scope_key,
-            same=RelevanceRecord.matches,
-            conflict=f"feedback_id {submission.feedback_id} already identifies a different relevance "
-            "judgment; the first record stands: use a new feedback_id for a new judgment",
-        )
+        return append_relevance(store, record)
+
+
+def append_relevance(store: Store, record: RelevanceRecord) -> RelevanceRecord:
+    """Append a checked relevance record; an exact retry returns the first, another judgment
+    under the same feedback id conflicts."""
+    return append_record(
+        store,
+        kind="relevance",
+        op_type=OP_RELEVANCE,
+        record=record,
+        key_field="feedback_id",
+        scope_key=record.scope_key,
+        same=RelevanceRecord.matches,
+        conflict=f"feedback_id {record.feedback_id} already identifies a different relevance "
+        "judgment; the first record stands: use a new feedback_id for a new judgment",
+    )
 
 
 def get_relevance(store: Store, feedback_id: UUID, owner: str) -> RelevanceRecord | None:

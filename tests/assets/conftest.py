@@ -3,10 +3,8 @@
 import dagster as dg
 import pytest
 
-from prme_assets.partitions import LEARNING_TARGETS, encode_target
-from tests.learning_lab import LAB_OWNER, LAB_SCOPES
-
-LAB_PARTITION = encode_target(LAB_OWNER, LAB_SCOPES)
+from prme_assets.partitions import LEARNING_TARGETS
+from tests.lab_runs import LAB_PARTITION
 
 
 @pytest.fixture

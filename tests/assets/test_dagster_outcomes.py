@@ -4,16 +4,15 @@ an integrity failure fails the run. Either way no profile is created or activate
 
 import dagster as dg
 
-import prme_assets.split as split_asset
 from prme_assets.activation import activation_request
 from prme_assets.check_records import latest_checks
-from prme_assets.checks import GATE_CHECKS, GATES
+from prme_assets.checks import GATE_CHECKS
 from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.outcome import PREFIX, RUN_TAG_KEYS, run_outcome
 from prme_assets.partitions import encode_target
 from prme_core import MemoryClient
-from prme_core.learning.stages import SplitSummary
 from tests.dagster_jobs import lab_resources
+from tests.lab_runs import check_evaluation, materialized, plant_replay_mismatches, run_lab
 from tests.learning_lab import TOPICS, make_lab, write_during_holdout
 
 OWNER, SCOPES = "alice", ("personal",)
@@ -22,30 +21,10 @@ STAGES = ("feedback_snapshot", "query_split", "ranking_proposal", "full_retrieva
 CHECK_STEPS = {name: f"{asset}_{name}" for asset, name in GATE_CHECKS}
 
 
-def _run(url, instance, assets=(*LEARNING_ASSETS, *GATES), **kw):
-    return dg.materialize(
-        list(assets),
-        partition_key=PARTITION,
-        instance=instance,
-        resources=lab_resources(url),
-        raise_on_error=False,
-        **kw,
-    )
-
-
 def _steps(result) -> dict[str, str]:
     """The last step event of each step: STEP_SUCCESS, STEP_FAILURE or STEP_SKIPPED (absent: not executed)."""
     kinds = ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED")
     return {e.step_key: e.event_type_value for e in result.all_events if e.event_type_value in kinds}
-
-
-def _materialized(result) -> set[str]:
-    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-
-
-def _evaluation(result, name):
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
-    return evaluation, {k: v.value for k, v in evaluation.metadata.items()}
 
 
 def _logged(instance, result) -> str:
@@ -67,12 +46,12 @@ def _assert_expected_no(result, gate, declining_stage):
     """The run succeeded; the gate failed with WARN severity; the declining stage ran and
     materialized nothing; every step after it was skipped."""
     assert result.success
-    evaluation, meta = _evaluation(result, gate)
+    evaluation, meta = check_evaluation(result, gate)
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert evaluation.partition == PARTITION and meta["outcome"] == "expected_no"
     assert meta["reason"] == evaluation.description
     steps = _steps(result)
-    assert steps[declining_stage] == "STEP_SUCCESS" and declining_stage not in _materialized(result)
+    assert steps[declining_stage] == "STEP_SUCCESS" and declining_stage not in materialized(result)
     later = STAGES[STAGES.index(declining_stage) + 1 :]
     later_checks = [CHECK_STEPS[name] for asset, name in GATE_CHECKS if asset in (declining_stage, *later)]
     assert all(steps[key] == "STEP_SKIPPED" for key in (*later, *later_checks)), steps
@@ -82,11 +61,11 @@ def _assert_expected_no(result, gate, declining_stage):
 
 def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_skipped(lab_url, instance):
     make_lab(lab_url, topics=tuple(TOPICS[:8]))
-    result = _run(lab_url, instance)
+    result = run_lab(lab_url, instance)
     meta = _assert_expected_no(result, "coverage_sufficient", "ranking_proposal")
-    assert _materialized(result) == {"feedback_snapshot", "query_split"}
+    assert materialized(result) == {"feedback_snapshot", "query_split"}
     assert meta["needs"].startswith("needs about ") and meta["more_groups_needed"] > 0
-    assert _evaluation(result, "baseline_replay_exact")[0].passed
+    assert check_evaluation(result, "baseline_replay_exact")[0].passed
     outcome = run_outcome(instance, result.run_id)
     assert outcome["outcome"] == "expected_no" and outcome["stopped_by"] == "coverage_sufficient"
     assert outcome["decision"] == "insufficient_data" and outcome["needs"] == meta["needs"]
@@ -100,9 +79,9 @@ def test_insufficient_coverage_ends_the_run_successfully_with_the_later_stages_s
 
 def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(lab_url, instance):
     make_lab(lab_url, signal="mixed")
-    result = _run(lab_url, instance)
+    result = run_lab(lab_url, instance)
     meta = _assert_expected_no(result, "offline_gate_passed", "full_retrieval_holdout")
-    assert meta["decision"] == "no_improvement" and _materialized(result) == {
+    assert meta["decision"] == "no_improvement" and materialized(result) == {
         "feedback_snapshot",
         "query_split",
         "ranking_proposal",
@@ -135,10 +114,10 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
 
 def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(lab_url, instance):
     make_lab(lab_url, holdout_truth="vague")
-    result = _run(lab_url, instance)
+    result = run_lab(lab_url, instance)
     meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
-    assert _evaluation(result, "holdout_memory_unchanged")[0].passed and meta["decision"] == "no_improvement"
-    assert "candidate_profile" not in _materialized(result) and _no_profiles(lab_url)
+    assert check_evaluation(result, "holdout_memory_unchanged")[0].passed and meta["decision"] == "no_improvement"
+    assert "candidate_profile" not in materialized(result) and _no_profiles(lab_url)
     outcome = run_outcome(instance, result.run_id)
     assert (outcome["outcome"], outcome["stopped_by"]) == ("expected_no", "holdout_gate_passed")
     assert float(outcome["gain"]) == meta["ndcg_gain"] and outcome["needs"] == meta["needs"]
@@ -157,7 +136,7 @@ def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(la
 def test_a_holdout_short_of_groups_says_how_many_more_holdout_queries_it_needs(lab_url, instance):
     make_lab(lab_url)
     short = {"ops": {"full_retrieval_holdout": {"config": {"min_query_groups": 100}}}}  # the lab registers 60
-    result = _run(lab_url, instance, run_config=short)
+    result = run_lab(lab_url, instance, run_config=short)
     meta = _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
     more = 100 - meta["query_groups"]
     assert meta["decision"] == "insufficient_data" and meta["more_groups_needed"] == more
@@ -167,9 +146,9 @@ def test_a_holdout_short_of_groups_says_how_many_more_holdout_queries_it_needs(l
 
 def test_no_registered_holdout_queries_is_an_expected_no(lab_url, instance):
     make_lab(lab_url, holdout=False)
-    result = _run(lab_url, instance)
+    result = run_lab(lab_url, instance)
     _assert_expected_no(result, "holdout_gate_passed", "candidate_profile")
-    memory, _ = _evaluation(result, "holdout_memory_unchanged")
+    memory, _ = check_evaluation(result, "holdout_memory_unchanged")
     assert not memory.passed and memory.severity == dg.AssetCheckSeverity.WARN
     outcome = run_outcome(instance, result.run_id)
     assert (outcome["stopped_by"], outcome["decision"]) == ("holdout_gate_passed", "no_holdout_queries")
@@ -178,15 +157,15 @@ def test_no_registered_holdout_queries_is_an_expected_no(lab_url, instance):
 
 def test_a_candidate_profile_materialized_alone_after_a_holdout_no_creates_nothing(lab_url, instance):
     make_lab(lab_url, holdout_truth="vague")
-    assert _run(lab_url, instance).success
-    alone = _run(lab_url, instance, assets=LEARNING_ASSETS, selection=["candidate_profile"])
-    assert alone.success and _materialized(alone) == set() and _no_profiles(lab_url)
+    assert run_lab(lab_url, instance).success
+    alone = run_lab(lab_url, instance, assets=LEARNING_ASSETS, selection=["candidate_profile"])
+    assert alone.success and materialized(alone) == set() and _no_profiles(lab_url)
     assert run_outcome(instance, alone.run_id)["stopped_by"] == "holdout_gate_passed"
 
 
 def _assert_integrity_failure(result, gate, not_executed):
     assert not result.success
-    evaluation, meta = _evaluation(result, gate)
+    evaluation, meta = check_evaluation(result, gate)
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert meta["outcome"] == "integrity_failure" and meta["reason"] == evaluation.description
     steps = _steps(result)
@@ -195,16 +174,10 @@ def _assert_integrity_failure(result, gate, not_executed):
 
 def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch):
     make_lab(lab_url)
-    original = split_asset.split_stage
-
-    def split_with_mismatches(*args, **kw):
-        summary = original(*args, **kw)
-        return SplitSummary(**{**dict(summary), "replay_mismatches": 2, "replay_worst_difference": 0.5})
-
-    monkeypatch.setattr(split_asset, "split_stage", split_with_mismatches)
-    result = _run(lab_url, instance)
+    plant_replay_mismatches(monkeypatch)
+    result = run_lab(lab_url, instance)
     _assert_integrity_failure(result, "baseline_replay_exact", STAGES[2:])
-    assert _materialized(result) == {"feedback_snapshot", "query_split"}
+    assert materialized(result) == {"feedback_snapshot", "query_split"}
     outcome = run_outcome(instance, result.run_id)
     assert (outcome["outcome"], outcome["stopped_by"]) == ("integrity_failure", "baseline_replay_exact")
     assert "do not replay" in outcome["reason"]
@@ -214,9 +187,9 @@ def test_a_baseline_replay_mismatch_fails_the_run(lab_url, instance, monkeypatch
 def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, monkeypatch):
     make_lab(lab_url)
     write_during_holdout(monkeypatch, OWNER)
-    result = _run(lab_url, instance)
+    result = run_lab(lab_url, instance)
     _assert_integrity_failure(result, "holdout_memory_unchanged", ("candidate_profile",))
-    gate, _ = _evaluation(result, "holdout_gate_passed")
+    gate, _ = check_evaluation(result, "holdout_gate_passed")
     assert not gate.passed and gate.severity == dg.AssetCheckSeverity.ERROR  # no evaluation to judge
     assert run_outcome(instance, result.run_id)["outcome"] == "integrity_failure"
     assert _refused(lab_url, instance) == "no candidate profile" and _no_profiles(lab_url)
@@ -224,8 +197,8 @@ def test_a_memory_change_during_the_holdout_fails_the_run(lab_url, instance, mon
 
 def test_a_passing_run_records_its_outcome_and_profile(lab_url, instance):
     make_lab(lab_url)
-    result = _run(lab_url, instance)
-    assert result.success and "candidate_profile" in _materialized(result)
+    result = run_lab(lab_url, instance)
+    assert result.success and "candidate_profile" in materialized(result)
     outcome = run_outcome(instance, result.run_id)
     profile_id = (
         instance.get_latest_materialization_event(dg.AssetKey("candidate_profile"))

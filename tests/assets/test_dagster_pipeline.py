@@ -14,14 +14,15 @@ from prme_assets.activation import (
     rollback_profile_job,
 )
 from prme_assets.check_records import latest_checks
-from prme_assets.checks import GATE_CHECKS, GATES
-from prme_assets.definitions import LEARNING_ASSETS, build_definitions
+from prme_assets.checks import GATE_CHECKS
+from prme_assets.definitions import build_definitions
 from prme_assets.discovery import learning_target_discovery_sensor
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.schedules import nightly_learning_schedule
 from prme_core import MemoryClient
 from tests.conftest import _postgres_dsn, _with_schema
 from tests.dagster_jobs import lab_resources, multiprocess_learning_job
+from tests.lab_runs import materialized, run_lab
 from tests.learning_lab import (
     HOLDOUT_CONFIG,
     LEARNING_CONFIG,
@@ -37,26 +38,15 @@ OWNER, SCOPES = "alice", ("personal",)
 PARTITION = encode_target(OWNER, SCOPES)
 
 
-def _materialize(url, instance):
-    return dg.materialize(
-        [*LEARNING_ASSETS, *GATES],
-        partition_key=PARTITION,
-        instance=instance,
-        resources=lab_resources(url),
-        raise_on_error=False,
-    )
-
-
 def _outcome(result):
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert all(e.partition == PARTITION for e in result.get_asset_check_evaluations())
-    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    return checks, materialized
+    return checks, materialized(result)
 
 
 def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab_url, instance):
     make_lab(lab_url)
-    result = _materialize(lab_url, instance)
+    result = run_lab(lab_url, instance)
     checks, materialized = _outcome(result)
     assert result.success and all(checks.values()) and set(checks) == {n for _, n in GATE_CHECKS}
     assert materialized == {
@@ -98,7 +88,7 @@ def _activation_metadata(result):
 
 def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and_says_why(lab_url, instance):
     make_lab(lab_url)
-    assert _materialize(lab_url, instance).success
+    assert run_lab(lab_url, instance).success
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
 
     def run():
@@ -133,7 +123,7 @@ def test_rerunning_the_activation_job_after_a_deactivation_activates_nothing_and
 
 def test_operator_jobs_rerun_with_their_change_id_change_nothing_and_say_so(lab_url, instance):
     make_lab(lab_url)
-    assert _materialize(lab_url, instance).success
+    assert run_lab(lab_url, instance).success
     request = activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
     activated = activate_profile_job.execute_in_process(
         run_config=request.run_config, instance=instance, resources=lab_resources(lab_url)
@@ -183,7 +173,7 @@ def test_operator_jobs_rerun_with_their_change_id_change_nothing_and_say_so(lab_
 
 def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
     make_lab(lab_url, topics=tuple(TOPICS[:8]))
-    checks, materialized = _outcome(_materialize(lab_url, instance))
+    checks, materialized = _outcome(run_lab(lab_url, instance))
     assert checks["coverage_sufficient"] is False and checks["baseline_replay_exact"] is True
     assert materialized == {"feedback_snapshot", "query_split"}
     assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == "no candidate profile"
@@ -191,7 +181,7 @@ def test_insufficient_coverage_stops_at_the_coverage_gate(lab_url, instance):
 
 def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
     make_lab(lab_url, signal="mixed")
-    checks, materialized = _outcome(_materialize(lab_url, instance))
+    checks, materialized = _outcome(run_lab(lab_url, instance))
     assert checks["coverage_sufficient"] and checks["offline_gate_passed"] is False
     assert "full_retrieval_holdout" not in materialized and "candidate_profile" not in materialized
     assert isinstance(activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]), str)
@@ -199,7 +189,7 @@ def test_a_failing_offline_gate_stops_before_the_holdout(lab_url, instance):
 
 def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
     make_lab(lab_url, holdout_truth="vague")
-    checks, materialized = _outcome(_materialize(lab_url, instance))
+    checks, materialized = _outcome(run_lab(lab_url, instance))
     assert (
         checks["offline_gate_passed"] and checks["holdout_memory_unchanged"] and checks["holdout_gate_passed"] is False
     )
@@ -212,7 +202,7 @@ def test_a_failing_holdout_gate_stops_before_any_profile(lab_url, instance):
 def test_a_memory_change_during_the_holdout_fails_the_memory_gate(lab_url, instance, monkeypatch):
     make_lab(lab_url)
     write_during_holdout(monkeypatch, OWNER)
-    checks, materialized = _outcome(_materialize(lab_url, instance))
+    checks, materialized = _outcome(run_lab(lab_url, instance))
     assert checks["holdout_memory_unchanged"] is False and checks["holdout_gate_passed"] is False
     assert "candidate_profile" not in materialized
 
@@ -228,14 +218,14 @@ def test_a_stale_baseline_stops_at_the_evidence_check_and_is_never_activated(lab
         return outcome
 
     monkeypatch.setattr(holdout_asset, "holdout_stage", holdout_then_someone_activates)
-    checks, materialized = _outcome(_materialize(lab_url, instance))
+    checks, materialized = _outcome(run_lab(lab_url, instance))
     assert checks["holdout_gate_passed"] and checks["profile_evidence_bound"] is False
     assert "profile_evidence_bound" in activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"])
 
 
 def test_the_sensor_refuses_a_profile_whose_baseline_went_stale_after_its_gates(lab_url, instance):
     make_lab(lab_url)
-    assert _materialize(lab_url, instance).success
+    assert run_lab(lab_url, instance).success
     with MemoryClient(lab_url) as client:
         proposal = client.evaluate_learning(OWNER, scopes=list(SCOPES), config=LEARNING_CONFIG)
         holdout = client.evaluate_holdout(proposal, config=HOLDOUT_CONFIG)
@@ -267,7 +257,7 @@ def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance
     context = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW)
     before = nightly_learning_schedule(context, prme_store=store)
     assert [_batch(r) for r in before] == [[PARTITION]]
-    _materialize(lab_url, instance)
+    run_lab(lab_url, instance)
     assert isinstance(nightly_learning_schedule(context, prme_store=store), dg.SkipReason)
     with MemoryClient(lab_url) as client:
         r = client.retrieve(feedback_question("cat"), owner=OWNER, scopes=list(SCOPES), reference_time=NOW, limit=3)

@@ -11,7 +11,6 @@ import dagster as dg
 from dagster._core.definitions.partitions.context import partition_loading_context
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionResolvedStatus as Resolved
 
-import prme_assets.split as split_asset
 from prme_assets.activation import (
     ACTIVE_PROFILE,
     activate_profile_job,
@@ -20,34 +19,19 @@ from prme_assets.activation import (
     rollback_profile_job,
 )
 from prme_assets.check_records import latest_checks
-from prme_assets.checks import GATE_CHECKS, GATES
-from prme_assets.definitions import LEARNING_ASSETS, build_definitions
+from prme_assets.checks import GATE_CHECKS
+from prme_assets.definitions import build_definitions
 from prme_assets.outcome import run_outcome
 from prme_assets.partitions import LEARNING_TARGETS, encode_target
 from prme_assets.resources import API_URL_ENV
-from prme_core.learning.stages import SplitSummary
 from tests.dagster_jobs import lab_resources
+from tests.lab_runs import check_evaluation, plant_replay_mismatches, run_lab
 from tests.learning_lab import make_lab
 
 PARTITION = encode_target("alice", ("personal",))
 API = "http://prme.test:8080"
 PROFILE_CHECKS = [(asset, name) for asset, name in GATE_CHECKS if asset == "candidate_profile"]
 LONG_FLOAT = re.compile(r"\d\.\d{4,}")
-
-
-def _learn(url, instance):
-    return dg.materialize(
-        [*LEARNING_ASSETS, *GATES],
-        partition_key=PARTITION,
-        instance=instance,
-        resources=lab_resources(url),
-        raise_on_error=False,
-    )
-
-
-def _evaluation(result, name):
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == name]
-    return evaluation, {k: v.value for k, v in evaluation.metadata.items()}
 
 
 def _prme_tags(instance, run_id) -> dict[str, str]:
@@ -70,9 +54,9 @@ def _value(event, key):
 
 def test_an_offline_no_is_a_warning_with_three_short_run_tags_and_a_refusal_named_by_what_decided(lab_url, instance):
     make_lab(lab_url, signal="mixed")
-    result = _learn(lab_url, instance)
+    result = run_lab(lab_url, instance)
     assert result.success
-    evaluation, check = _evaluation(result, "offline_gate_passed")
+    evaluation, check = check_evaluation(result, "offline_gate_passed")
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN  # a warning, not an error
     assert check["summary"] == "offline gate refused: no_improvement"
 
@@ -103,16 +87,10 @@ def test_an_offline_no_is_a_warning_with_three_short_run_tags_and_a_refusal_name
 
 def test_an_integrity_failure_is_an_error_named_by_the_check_that_failed(lab_url, instance, monkeypatch):
     make_lab(lab_url)
-    original = split_asset.split_stage
-
-    def split_with_mismatches(*args, **kw):
-        summary = original(*args, **kw)
-        return SplitSummary(**{**dict(summary), "replay_mismatches": 2, "replay_worst_difference": 0.5})
-
-    monkeypatch.setattr(split_asset, "split_stage", split_with_mismatches)
-    result = _learn(lab_url, instance)
+    plant_replay_mismatches(monkeypatch)
+    result = run_lab(lab_url, instance)
     assert not result.success
-    evaluation, check = _evaluation(result, "baseline_replay_exact")
+    evaluation, check = check_evaluation(result, "baseline_replay_exact")
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert check["summary"] == "baseline replay check failed"
     tags = _prme_tags(instance, result.run_id)
@@ -136,7 +114,7 @@ def _statuses(instance, asset, check) -> dict[Resolved, set[str]]:
 def test_the_pointer_jobs_run_for_their_partition_and_report_the_active_profile(lab_url, instance, monkeypatch):
     monkeypatch.setenv(API_URL_ENV, API)
     make_lab(lab_url)
-    learned = _learn(lab_url, instance)
+    learned = run_lab(lab_url, instance)
     assert learned.success
     (created,) = _events(instance, "candidate_profile", "materialization")
     profile_id = _value(created, "profile_id")
@@ -181,7 +159,7 @@ def test_the_pointer_jobs_run_for_their_partition_and_report_the_active_profile(
 
     # learning again: the holdout now runs against the active profile and finds no improvement;
     # the profile the partition holds keeps the checks it passed instead of reading "Skipped"
-    again = _learn(lab_url, instance)
+    again = run_lab(lab_url, instance)
     assert again.success and run_outcome(instance, again.run_id)["summary"] == "holdout gate refused: no_improvement"
     for asset, name in PROFILE_CHECKS:
         statuses = _statuses(instance, asset, name)

@@ -30,7 +30,7 @@ from prme_core.receipts.model import RetrievalExecution, RetrievalReceipt
 from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.multipliers import UNITY
 from prme_core.retrieval.text import normalize_query
-from tests.learning_lab import SUBJECTS
+from tests.learning_lab import SUBJECTS, store_repair_memories
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = list(DEFAULT_SCOPES)
@@ -60,19 +60,9 @@ def _questions(topic: str) -> tuple[str, str]:
 @pytest.fixture(scope="module")
 def lab():
     client = MemoryClient("duckdb:///:memory:")
-    items = []
-    for topic in TOPICS:
-        items.append(
-            {
-                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
-                "salience": 0.05,
-                "confidence": 0.1,
-            }
-        )
-        items.append({"content": f"Alice said something about a {topic} once", "salience": 1.0, "confidence": 1.0})
-    nodes = client.store_batch("alice", items)
+    relevant = store_repair_memories(client, TOPICS)
     client.store_batch("bob", ["Bob: the cat repair workshop is closed", "Bob: tea repair is not a thing"])
-    yield Lab(client, {topic: nodes[2 * i].id for i, topic in enumerate(TOPICS)})
+    yield Lab(client, relevant)
     client.close()
 
 

@@ -25,7 +25,7 @@ from prme_core.learning.holdout import (
 from prme_core.learning.split import query_digest
 from prme_core.receipts.store import get_receipts
 from prme_core.retrieval.multipliers import UNITY
-from tests.learning_lab import SUBJECTS
+from tests.learning_lab import SUBJECTS, store_repair_memories
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 SCOPES = ["agent", "organization", "personal", "project"]
@@ -34,24 +34,9 @@ PROPOSAL = "ab" * 32
 TOPICS = list(SUBJECTS[:20])
 
 
-def _memories(client: MemoryClient) -> dict[str, uuid.UUID]:
-    items = []
-    for topic in TOPICS:
-        items.append(
-            {
-                "content": f"The {topic} repair costs forty dollars at the {topic} workshop",
-                "salience": 0.05,
-                "confidence": 0.1,
-            }
-        )
-        items.append({"content": f"Alice said something about a {topic} once", "salience": 1.0, "confidence": 1.0})
-    nodes = client.store_batch("alice", items)
-    return {topic: nodes[2 * i].id for i, topic in enumerate(TOPICS)}
-
-
 @pytest.fixture
 def relevant(client):
-    return _memories(client)
+    return store_repair_memories(client, TOPICS)
 
 
 def _spec(topic, relevant, **kw):
@@ -194,7 +179,7 @@ def test_retiring_an_unknown_or_other_scope_id_raises_and_writes_nothing(client,
 
 def test_registered_queries_survive_restart(open_store_at):
     store = open_store_at()
-    relevant = _memories(MemoryClient(store=store))
+    relevant = store_repair_memories(MemoryClient(store=store), TOPICS)
     records = register_holdout_queries(store, "alice", SCOPES, [_spec(t, relevant) for t in TOPICS[:4]])
     retire_holdout_queries(store, "alice", SCOPES, [records[0].holdout_id])
     store.close()

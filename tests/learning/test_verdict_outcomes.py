@@ -2,23 +2,14 @@
 improvement) says what is needed; anything else is an integrity failure. Pure: synthetic
 receipts with a planted signal, and holdout runs refused the way the store refuses them."""
 
-import hashlib
 import math
-import random
 
 import pytest
 
 from prme_assets.outcome import OUTCOME_KEYS, PREFIX, outcome_tags
-from prme_core.errors import (
-    HoldoutOverlapsTraining,
-    HoldoutQueryNotFound,
-    MemoryChangedDuringHoldout,
-)
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.offline import evaluate_learning
-from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.learning.stages import SplitSummary, holdout_stage, split_stage
-from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.learning.verdicts import (
     coverage_verdict,
     holdout_gate_verdict,
@@ -27,19 +18,14 @@ from prme_core.learning.verdicts import (
     offline_groups_needed,
     replay_verdict,
 )
-from prme_core.receipts.store import receipt_bytes
-from prme_core.retrieval.multipliers import UNITY
+from tests.learning.verdict_inputs import REFUSALS, RefusingClient, planted_snapshot
 
 OWNER, SCOPES = "alice", ["personal"]
 
 
 @pytest.fixture(scope="module")
 def snapshot():
-    """100 query groups, one judged synthetic receipt each, relevance planted on the lexical feature."""
-    rng = random.Random(1)
-    items = [synthetic_receipt(rng, owner=OWNER, query=f"question {g}") for g in range(100)]
-    receipts = [(r, hashlib.sha256(receipt_bytes(r)).hexdigest()) for r, _ in items]
-    return snapshot_from_receipts(OWNER, receipts, [synthetic_record(rng, r, rel) for r, rel in items])
+    return planted_snapshot(OWNER)
 
 
 def test_a_coverage_shortfall_is_an_expected_no_that_says_how_many_more_judged_queries(snapshot):
@@ -118,31 +104,20 @@ def test_a_proposal_without_any_gain_needs_no_measurable_gain_rather_than_a_numb
     assert more is None and estimate.groups_for_power is None  # the function the verdict maps to "no measurable gain"
 
 
-class _RefusingClient:
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def holdout_baseline(self, owner, scopes):
-        return None, UNITY
-
-    def run_holdout(self, *args, **kwargs):
-        raise self.error
+OUTCOME_OF_STATUS = {
+    "memory_changed": "integrity_failure",
+    "query_overlap": "integrity_failure",
+    "no_holdout_queries": "expected_no",
+}
 
 
-@pytest.mark.parametrize(
-    ("error", "outcome"),
-    [
-        (MemoryChangedDuringHoldout("memory changed", before="a" * 64, after="b" * 64), "integrity_failure"),
-        (HoldoutOverlapsTraining("2 of 60 active holdout queries are training queries"), "integrity_failure"),
-        (HoldoutQueryNotFound("no active holdout queries"), "expected_no"),
-    ],
-    ids=["memory_changed", "query_overlap", "no_holdout_queries"],
-)
+@pytest.mark.parametrize(("error", "status"), REFUSALS, ids=[s for _, s in REFUSALS])
 def test_a_holdout_without_an_evaluation_is_expected_only_when_no_holdout_queries_are_registered(
-    snapshot, error, outcome
+    snapshot, error, status
 ):
+    outcome = OUTCOME_OF_STATUS[status]
     proposal = evaluate_learning(snapshot, owner=OWNER, scopes=SCOPES)
-    refused = holdout_stage(_RefusingClient(error), proposal)
+    refused = holdout_stage(RefusingClient(error), proposal)
     assert holdout_memory_verdict(refused).outcome == holdout_gate_verdict(refused).outcome == outcome
 
 

@@ -6,19 +6,14 @@ holdout, evidence and runtime verdicts judge the learning lab's real retrievals 
 built once for the module).
 """
 
-import hashlib
-import random
 import uuid
 
 import pytest
 
 from prme_core import MemoryClient
-from prme_core.errors import HoldoutOverlapsTraining, HoldoutQueryNotFound, MemoryChangedDuringHoldout
 from prme_core.learning.config import LearningConfig
 from prme_core.learning.offline import evaluate_learning
-from prme_core.learning.snapshot import snapshot_from_receipts
 from prme_core.learning.stages import HoldoutOutcome, SplitSummary, candidate_profile_id, holdout_stage, split_stage
-from prme_core.learning.synthetic import synthetic_receipt, synthetic_record
 from prme_core.learning.verdicts import (
     coverage_verdict,
     holdout_gate_verdict,
@@ -27,9 +22,8 @@ from prme_core.learning.verdicts import (
     replay_verdict,
 )
 from prme_core.profiles.verdicts import evidence_bound_verdict, runtime_verdict
-from prme_core.receipts.store import receipt_bytes
 from prme_core.retrieval.config import ScoringWeights
-from prme_core.retrieval.multipliers import UNITY
+from tests.learning.verdict_inputs import REFUSALS, RefusingClient, planted_snapshot
 from tests.learning_lab import HOLDOUT_CONFIG, LEARNING_CONFIG, build_lab
 
 OWNER, SCOPES = "alice", ["personal"]
@@ -41,11 +35,7 @@ UNREACHABLE = 100_000  # more query groups than any test has: coverage and holdo
 
 @pytest.fixture(scope="module")
 def snapshot():
-    """100 query groups, one judged synthetic receipt each, relevance planted on the lexical feature."""
-    rng = random.Random(1)
-    items = [synthetic_receipt(rng, owner=OWNER, query=f"question {g}") for g in range(100)]
-    receipts = [(r, hashlib.sha256(receipt_bytes(r)).hexdigest()) for r, _ in items]
-    return snapshot_from_receipts(OWNER, receipts, [synthetic_record(rng, r, rel) for r, rel in items])
+    return planted_snapshot(OWNER)
 
 
 @pytest.fixture(scope="module")
@@ -181,26 +171,6 @@ def _changed(outcome: HoldoutOutcome, **changes) -> HoldoutOutcome:
     return HoldoutOutcome(**{**dict(outcome), **changes})
 
 
-class _RefusingClient:
-    """A client whose holdout run raises ``error`` (what the store raises for that situation)."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def holdout_baseline(self, owner, scopes):
-        return None, UNITY
-
-    def run_holdout(self, *args, **kwargs):
-        raise self.error
-
-
-REFUSALS = [
-    (MemoryChangedDuringHoldout("memory changed", before="a" * 64, after="b" * 64), "memory_changed"),
-    (HoldoutQueryNotFound("no active holdout queries"), "no_holdout_queries"),
-    (HoldoutOverlapsTraining("2 of 60 active holdout queries are training queries"), "query_overlap"),
-]
-
-
 def test_holdout_memory_verdict_passes_when_the_digest_is_unchanged(lab):
     outcome = lab["outcome"]
     verdict = holdout_memory_verdict(outcome)
@@ -215,7 +185,7 @@ def test_holdout_memory_verdict_passes_when_the_digest_is_unchanged(lab):
 
 @pytest.mark.parametrize(("error", "status"), REFUSALS, ids=[s for _, s in REFUSALS])
 def test_holdout_verdicts_fail_for_each_stage_outcome_without_an_evaluation(lab, error, status):
-    outcome = holdout_stage(_RefusingClient(error), lab["proposal"], HOLDOUT_CONFIG)
+    outcome = holdout_stage(RefusingClient(error), lab["proposal"], HOLDOUT_CONFIG)
     memory, gate = holdout_memory_verdict(outcome), holdout_gate_verdict(outcome)
     assert outcome.status == status and outcome.evaluation is None
     assert not memory.passed and not gate.passed and gate.facts == {"status": status}
