@@ -375,7 +375,19 @@ def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState 
     change must pass its owner and checksum checks. Raises ``PointerHeadStale`` when the head
     disagrees and ``CorruptRecord`` when the change fails verification or is missing.
     """
-    head, newest = tx.pointer_position(owner, key)
+    at = checked_head(owner, key, *tx.pointer_position(owner, key))
+    if at is None:
+        return None
+    op = tx.operation_at(*at)  # the named change must sit at the newest indexed position
+    return verified_change(owner, key, at[0], op)
+
+
+def checked_head(
+    owner: str, key: str, head: tuple[str, int | None] | None, newest: int | None
+) -> tuple[str, int] | None:
+    """(operation id, log seq) of the change a head row names, once the head is shown to name
+    the newest entry of the change index (None: no head and no change). Raises
+    ``PointerHeadStale`` otherwise."""
     if head is None:
         if newest is not None:
             raise PointerHeadStale(
@@ -388,8 +400,13 @@ def pointer_head(tx: StoreSession, owner: str, key: str) -> RankingProfileState 
             f"the pointer head of {owner!r}/{key!r} names {head[0]}, which is not the newest "
             "pointer change in the log; rebuild the head from the log (rebuild_pointer_head)"
         )
-    op_id, seq = head[0], newest
-    op = tx.operation_at(op_id, seq)  # the named change must sit at the newest indexed position
+    return head[0], newest
+
+
+def verified_change(owner: str, key: str, op_id: str, op: StoredOperation | None) -> RankingProfileState:
+    """The pointer change ``op`` (the log's row of ``op_id`` at the head's position, or None when
+    there is none), believed only when it is a change of this scope set that passes its owner
+    and checksum checks; ``CorruptRecord`` otherwise. A pure function of its arguments."""
     if op is None or op.op_type != OP_STATE or op.scope_key != key:
         raise CorruptRecord(
             f"pointer change {op_id} of {owner!r}/{key!r} is missing from the log or filed "

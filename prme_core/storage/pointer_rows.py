@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from prme_core.storage.operation_log import row_operation
 from prme_core.storage.records import StoredOperation
-from prme_core.storage.sql import SessionBase
+from prme_core.storage.sql import OPERATION_COLUMNS, SessionBase
+
+_OP_SELECT = ", ".join(OPERATION_COLUMNS)
+_NO_OP = ", ".join(["NULL"] * len(OPERATION_COLUMNS))
 
 
 class PointerRows(SessionBase):
@@ -25,6 +29,31 @@ class PointerRows(SessionBase):
             elif seq is not None:
                 newest = int(seq)
         return head, newest
+
+    def pointer_position_and_operation(
+        self, owner: str, scope_key: str, op_id: str
+    ) -> tuple[tuple[str, int | None] | None, int | None, StoredOperation | None]:
+        """``pointer_position`` and, in the same statement, operation ``op_id`` from the log
+        (unverified; None when absent): a reader that expects the head to still name ``op_id``
+        reads the head and that change in one round trip instead of two. The operation is looked
+        up by id alone (see ``operation_at``)."""
+        rows = self.conn.fetchall(
+            # The typed branch first: PostgreSQL types a UNION's NULL columns from the branches before.
+            f"SELECT 2, NULL, NULL, {_OP_SELECT} FROM operations WHERE id = ? "
+            f"UNION ALL SELECT 0, op_id, op_seq, {_NO_OP} FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? "
+            f"UNION ALL SELECT 1, NULL, max(seq), {_NO_OP} FROM ranking_pointer_changes "
+            "WHERE owner = ? AND scope_key = ?",
+            [op_id, owner, scope_key, owner, scope_key],
+        )
+        head, newest, op = None, None, None
+        for kind, head_op, seq, *row in rows:
+            if int(kind) == 0:
+                head = (head_op, None if seq is None else int(seq))
+            elif int(kind) == 1:
+                newest = None if seq is None else int(seq)
+            else:
+                op = row_operation(row)
+        return head, newest, op
 
     def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
         """Point the head row of (owner, scope key) at a stored pointer change."""
