@@ -22,6 +22,7 @@ from prme_core.memory.models import (
     content_sha256,
 )
 from prme_core.storage.base import Store
+from prme_core.storage.session import StoreSession
 from prme_core.types import to_epoch_us, utc_now
 from prme_core.validation import (
     check_aware,
@@ -153,12 +154,9 @@ class MemoryBank:
 
         A plain string replaces only the content; scope, type, session and the rest are kept.
         """
-        owner = check_owner(owner)
-        old_id = parse_uuid(node_id, "node_id")
+        owner, old_id = _node_key(owner, node_id)
         with self.store.transaction() as tx:
-            old = tx.get_node(owner, old_id)
-            if old is None:
-                raise NodeNotFound(f"node {old_id} does not exist for this owner")
+            old = _current(tx, owner, old_id)
             if not old.is_active:
                 raise InvalidInput(
                     "node_id", f"node {old_id} is {old.lifecycle.value}; only active nodes can be superseded"
@@ -200,12 +198,9 @@ class MemoryBank:
 
     def archive(self, owner: str, node_id: Any) -> MemoryNode:
         """Append an archived version of the node; earlier versions stay readable."""
-        owner = check_owner(owner)
-        key = parse_uuid(node_id, "node_id")
+        owner, key = _node_key(owner, node_id)
         with self.store.transaction() as tx:
-            current = tx.get_node(owner, key)
-            if current is None:
-                raise NodeNotFound(f"node {key} does not exist for this owner")
+            current = _current(tx, owner, key)
             if current.lifecycle is Lifecycle.ARCHIVED:
                 raise InvalidInput("node_id", f"node {key} is already archived")
             archived = current.model_copy(
@@ -222,31 +217,25 @@ class MemoryBank:
 
     def get(self, owner: str, node_id: Any) -> MemoryNode:
         """The current version of a node; a missing or foreign id raises ``NodeNotFound``."""
-        owner = check_owner(owner)
-        key = parse_uuid(node_id, "node_id")
+        owner, key = _node_key(owner, node_id)
         with self.store.transaction() as tx:
-            node = tx.get_node(owner, key)
-        if node is None:
-            raise NodeNotFound(f"node {key} does not exist for this owner")
-        return node
+            return _current(tx, owner, key)
 
     def history(self, owner: str, node_id: Any) -> list[MemoryNode]:
         """Every version of a node, oldest first."""
-        owner = check_owner(owner)
-        key = parse_uuid(node_id, "node_id")
+        owner, key = _node_key(owner, node_id)
         with self.store.transaction() as tx:
             versions = tx.node_history(owner, key)
         if not versions:
-            raise NodeNotFound(f"node {key} does not exist for this owner")
+            raise _not_found(key)
         return versions
 
     def edges(self, owner: str, node_id: Any) -> list[Edge]:
         """Edges touching a node of the owner, in creation order."""
-        owner = check_owner(owner)
-        key = parse_uuid(node_id, "node_id")
+        owner, key = _node_key(owner, node_id)
         with self.store.transaction() as tx:
             if not tx.existing_node_ids(owner, [key]):
-                raise NodeNotFound(f"node {key} does not exist for this owner")
+                raise _not_found(key)
             return tx.edges_of(owner, key)
 
     def scan(
@@ -300,6 +289,23 @@ class MemoryBank:
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+
+def _node_key(owner: Any, node_id: Any) -> tuple[str, UUID]:
+    """The checked owner and node id of a call about one node."""
+    return check_owner(owner), parse_uuid(node_id, "node_id")
+
+
+def _not_found(key: UUID) -> NodeNotFound:
+    return NodeNotFound(f"node {key} does not exist for this owner")
+
+
+def _current(tx: StoreSession, owner: str, key: UUID) -> MemoryNode:
+    """The node's current version within ``tx``; ``NodeNotFound`` when the owner has no such node."""
+    node = tx.get_node(owner, key)
+    if node is None:
+        raise _not_found(key)
+    return node
 
 
 def _parse_cursor(cursor: str | None) -> int:

@@ -95,6 +95,12 @@ def _create(client, proposal, holdout, **kw):
     return client.create_ranking_profile(proposal, holdout, **kw)
 
 
+def _profile(client, evidence, **kw):
+    """A profile of OWNER from the ``evidence`` fixture's passing proposal and holdout."""
+    _, proposal, holdout, *_ = evidence
+    return _create(client, proposal, holdout, owner=OWNER, **kw)
+
+
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
 def evidence(request, tmp_path_factory):
     """(backend, proposal, holdout, weaker proposal): real reports, computed once per backend."""
@@ -212,9 +218,8 @@ def test_a_chained_profile_names_the_profile_its_holdout_baseline_used(fresh, ev
 
 def test_activation_over_a_stale_baseline_fails(fresh, evidence):
     client, _ = fresh
-    _, proposal, holdout, *_ = evidence
-    a = _create(client, proposal, holdout, owner=OWNER)
-    b = _create(client, proposal, holdout, owner=OWNER)
+    a = _profile(client, evidence)
+    b = _profile(client, evidence)
     client.activate_ranking_profile(a.profile_id, owner=OWNER)
     with pytest.raises(StaleProfileError):
         client.activate_ranking_profile(b.profile_id, owner=OWNER)
@@ -224,8 +229,7 @@ def test_activation_over_a_stale_baseline_fails(fresh, evidence):
 
 def test_activation_retries_are_idempotent_across_restart_and_change_ids_cannot_be_reused(fresh, evidence):
     client, url = fresh
-    _, proposal, holdout, *_ = evidence
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     change = uuid.uuid4()
     first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
     assert not first.replayed
@@ -240,8 +244,7 @@ def test_activation_retries_are_idempotent_across_restart_and_change_ids_cannot_
 
 def test_an_activation_retry_after_a_deactivation_returns_the_earlier_record_marked_superseded(fresh, evidence):
     client, _ = fresh
-    _, proposal, holdout, *_ = evidence
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     change = uuid.uuid4()
     first = client.activate_ranking_profile(profile.profile_id, owner=OWNER, change_id=change)
     off = client.deactivate_ranking_profile(owner=OWNER, scopes=SCOPES)
@@ -280,8 +283,7 @@ def test_concurrent_activations_from_one_baseline_let_exactly_one_win_on_duckdb(
     client, _ = fresh
     if evidence[0] != "duckdb":
         pytest.skip("threads against one embedded store; PostgreSQL uses processes (next test)")
-    _, proposal, holdout, *_ = evidence
-    ids = [_create(client, proposal, holdout, owner=OWNER).profile_id for _ in range(8)]
+    ids = [_profile(client, evidence).profile_id for _ in range(8)]
     outcomes = []
 
     def worker(pid):
@@ -315,8 +317,7 @@ def test_concurrent_activations_from_one_baseline_let_exactly_one_win_on_postgre
     client, url = fresh
     if evidence[0] != "postgres":
         pytest.skip("processes against one PostgreSQL server; DuckDB uses threads (previous test)")
-    _, proposal, holdout, *_ = evidence
-    ids = [str(_create(client, proposal, holdout, owner=OWNER).profile_id) for _ in range(8)]
+    ids = [str(_profile(client, evidence).profile_id) for _ in range(8)]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_activate_in_process, args=(url, pid, queue)) for pid in ids]
@@ -380,10 +381,9 @@ def test_the_as_of_query_answers_from_the_history(fresh, evidence):
 
 def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
     client, _ = fresh
-    _, proposal, holdout, *_ = evidence
     settings_before = client.settings.canonical_bytes()
     assert _retrieve(client).metadata.ranking_profile_status == "none"
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     applied = _retrieve(client)
     meta = applied.metadata
@@ -420,8 +420,7 @@ def test_retrieval_resolves_the_scoped_pointer_request_locally(fresh, evidence):
 
 def test_a_changed_feature_identity_makes_a_profile_inapplicable(fresh, evidence):
     client, url = fresh
-    _, proposal, holdout, *_ = evidence
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     with MemoryClient(url, embedder=HashedEmbedding(dimension=256)) as other:
         with pytest.raises(ProfileInapplicable, match="feature_identity_mismatch"):
             other.activate_ranking_profile(profile.profile_id, owner=OWNER)
@@ -453,10 +452,9 @@ def _assert_base_scoring(response, base, reason):
 
 def test_retrieval_never_applies_a_pointer_change_that_fails_its_checksum(fresh, evidence):
     client, _ = fresh
-    _, proposal, holdout, *_ = evidence
     base = _retrieve(client)
     assert base.metadata.ranking_profile_status == "none"
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     state = client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     assert _retrieve(client).metadata.ranking_profile_status == "applied"
     forged = json.loads(state.canonical_bytes())
@@ -471,9 +469,8 @@ def test_retrieval_never_applies_a_pointer_change_that_fails_its_checksum(fresh,
 
 def test_retrieval_fails_closed_when_the_pointer_head_disagrees_with_the_log(fresh, evidence):
     client, _ = fresh
-    _, proposal, holdout, *_ = evidence
     base = _retrieve(client)
-    profile = _create(client, proposal, holdout, owner=OWNER)
+    profile = _profile(client, evidence)
     client.activate_ranking_profile(profile.profile_id, owner=OWNER)
     head_sql = "FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?"
     key = [OWNER, scope_key(tuple(SCOPES))]
