@@ -98,6 +98,25 @@ def test_the_fixture_generator_rebuilds_every_golden_file_once_a_newer_version_i
     assert mf.receipt_v11().packed_pool() == golden(mf.POOL_FIXTURE)
 
 
+def test_a_stored_pool_attaches_after_a_scoring_weight_is_added(monkeypatch):
+    """A new feature's weight field (here a throw-away one, introduced by a later version) is not
+    part of what an older receipt's pool recorded, so the pool still binds to its receipt."""
+    from prme_core.receipts import model
+    from prme_core.retrieval.config import ScoringWeights
+
+    class WithNewWeight(ScoringWeights):
+        throwaway_weight: float = 0.0
+
+    stored = RetrievalReceipt.model_validate_json(golden(mf.fixture_name(11)))
+    monkeypatch.setattr(
+        model, "_SCORING_HISTORY", (*model._SCORING_HISTORY, ("throwaway_weight", THROWAWAY_SINCE, 0.0))
+    )
+    receipt = stored.model_copy(update={"scoring": WithNewWeight(**stored.scoring.model_dump())})
+    assert "throwaway_weight" in receipt.scoring.model_dump()
+    receipt.attach_pool(golden(mf.POOL_FIXTURE))  # the replay context matches as version 11 recorded it
+    assert receipt.pool_columns().layout is layout_for(11)
+
+
 @pytest.mark.parametrize("version", [10, 11])
 def test_stored_pools_attach_in_their_own_layout_and_replay_under_a_new_layout(throwaway, version):
     receipt = pool_receipt(version)

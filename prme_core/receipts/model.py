@@ -416,7 +416,7 @@ class RetrievalReceipt(FrozenModel):
         """What re-ranking this receipt's pool needs from the request (``receipts.pool.replay_context``)."""
         pool = self.pool
         assert pool is not None and self.execution is not None
-        return replay_context(
+        context = replay_context(
             scoring=self.scoring,
             multipliers=self.execution.parameters.get("ranking_multipliers"),
             packing=self.packing,
@@ -427,6 +427,9 @@ class RetrievalReceipt(FrozenModel):
             complete=pool.complete,
             replayable=pool.replayable,
         )
+        # the scoring as this receipt's version records it: a weight field added later is not in its pool
+        context["scoring"] = drop_newer(context["scoring"], _SCORING_HISTORY, self.schema_version)
+        return context
 
     def packed_pool(self) -> bytes | None:
         """The stored form of a version-11 pool (None before version 11 or when not at hand)."""

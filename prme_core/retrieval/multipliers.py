@@ -5,8 +5,10 @@ Family 1 (``multipliers_v1``): one bounded factor in [0.25, 4] per additive weig
 (``multipliers_interactions_v2``): the same factors plus explicit weights in [0, 0.5] for the
 query–memory interaction features (``INTERACTION_WEIGHT_COUNT``, ``features.INTERACTION_NAMES``),
 which replace the configured ones and stay outside the factors' sum. A family-2 adjustment names
-every interaction weight or none; none means family 1, and family 1's stored form is unchanged
-(absent interaction weights are not serialized). Adjustments name weights by field, so one applies
+every interaction weight family 2 was defined with (``FAMILY_V2_INTERACTIONS``) or none; none
+means family 1. An interaction feature added later is optional in family 2: absent, it keeps the
+configured weight, so stored family-2 profiles stay valid and keep their bytes (absent
+interaction weights are never serialized, which also leaves family 1's stored form unchanged). Adjustments name weights by field, so one applies
 to arrays of any feature layout (``layout_factors``: a weight the family does not name keeps 1).
 
 Identity: unity factors, and (family 2) the base configuration's own interaction weights,
@@ -27,7 +29,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, model_serializer, model_validator
 
-from prme_core.features import FeatureLayout
+from prme_core.features import FeatureLayout, layout_for
 from prme_core.retrieval.config import INTERACTION_FIELDS, WEIGHT_FIELDS, InteractionWeight, ScoringWeights
 from prme_core.types import FrozenModel
 
@@ -37,7 +39,10 @@ ProfileFamily = Literal["multipliers_v1", "multipliers_interactions_v2"]
 FAMILY_V1: ProfileFamily = "multipliers_v1"
 FAMILY_V2: ProfileFamily = "multipliers_interactions_v2"
 FACTOR_COUNT = len(WEIGHT_FIELDS)  # factors of both families: one per additive weight field
-INTERACTION_WEIGHT_COUNT = len(INTERACTION_FIELDS)  # family 2's interaction weights
+INTERACTION_WEIGHT_COUNT = len(INTERACTION_FIELDS)  # the interaction weights a new family-2 fit sets
+FAMILY_V2_INTERACTIONS: tuple[str, ...] = layout_for(10).interactions
+"""The interaction weights every family-2 adjustment names: those of receipt version 10's layout,
+which introduced the family (a later interaction feature is optional, see the module docstring)."""
 
 Factor = Annotated[float, Field(ge=MIN_MULTIPLIER, le=MAX_MULTIPLIER)]
 
@@ -59,20 +64,24 @@ class RankingMultipliers(FrozenModel):
 
     @model_validator(mode="after")
     def _all_or_no_interactions(self) -> RankingMultipliers:
-        given = [getattr(self, f) is not None for f in INTERACTION_FIELDS]
+        given = [getattr(self, f) is not None for f in FAMILY_V2_INTERACTIONS]
         if any(given) and not all(given):
-            missing = [f for f, g in zip(INTERACTION_FIELDS, given) if not g]
+            missing = [f for f, g in zip(FAMILY_V2_INTERACTIONS, given) if not g]
             raise ValueError(
-                f"a family-2 adjustment sets every interaction weight {INTERACTION_FIELDS}; {missing[0]} is missing"
+                f"a family-2 adjustment sets every interaction weight {FAMILY_V2_INTERACTIONS}; {missing[0]} is missing"
             )
+        later = [f for f in INTERACTION_FIELDS if f not in FAMILY_V2_INTERACTIONS and getattr(self, f) is not None]
+        if later and not any(given):
+            raise ValueError(f"interaction weight {later[0]} belongs to family 2, which sets {FAMILY_V2_INTERACTIONS}")
         return self
 
     @model_serializer(mode="wrap")
     def _without_absent_interactions(self, handler: Any) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and self.term_coverage is None:
+        if isinstance(data, dict):
             for name in INTERACTION_FIELDS:
-                data.pop(name, None)
+                if data.get(name, 0.0) is None:
+                    del data[name]
         return data
 
     @property
@@ -82,17 +91,23 @@ class RankingMultipliers(FrozenModel):
     def vector(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in WEIGHT_FIELDS)
 
-    def interaction_vector(self) -> tuple[float, ...] | None:
-        """The family-2 interaction weights, or None for family 1."""
+    def interaction_vector(self) -> tuple[float | None, ...] | None:
+        """The family-2 interaction weights in ``INTERACTION_FIELDS`` order (None for one the
+        adjustment leaves at its configured weight), or None for family 1."""
         return None if self.term_coverage is None else tuple(getattr(self, f) for f in INTERACTION_FIELDS)
+
+    def interaction_update(self) -> dict[str, float]:
+        """The interaction weights this adjustment replaces, by field (empty for family 1)."""
+        return {f: v for f in INTERACTION_FIELDS if (v := getattr(self, f)) is not None}
 
     def is_unity(self) -> bool:
         return all(v == 1.0 for v in self.vector()) and self.term_coverage is None
 
     def is_identity_for(self, weights: ScoringWeights) -> bool:
         """Whether applying this adjustment to ``weights`` returns them unchanged."""
-        interactions = self.interaction_vector()
-        return all(v == 1.0 for v in self.vector()) and interactions in (None, weights.interaction_vector())
+        return all(v == 1.0 for v in self.vector()) and all(
+            getattr(weights, f) == v for f, v in self.interaction_update().items()
+        )
 
     @classmethod
     def from_vector(
@@ -126,9 +141,7 @@ def adjusted_weights(weights: ScoringWeights, multipliers: RankingMultipliers | 
         if not total > 0.0:
             raise ValueError("ranking multipliers leave no positive weight to renormalize")
         update.update({f: p / total for f, p in zip(WEIGHT_FIELDS, products, strict=True)})
-    interactions = multipliers.interaction_vector()
-    if interactions is not None:
-        update.update(dict(zip(INTERACTION_FIELDS, interactions, strict=True)))
+    update.update(multipliers.interaction_update())
     return weights.model_copy(update=update)
 
 
