@@ -12,13 +12,12 @@ from uuid import UUID, uuid4
 
 from pydantic import Field
 
-from prme_core.errors import InvalidInput, ReceiptNotFound
+from prme_core.errors import InvalidInput
+from prme_core.feedback.records import FeedbackRecordKind, feedback_receipt
 from prme_core.receipts.projection import scope_key
-from prme_core.receipts.store import get_receipt, refuse_if_dropped
 from prme_core.storage.base import Store
-from prme_core.storage.keyed_records import append_record, list_records, read_record
 from prme_core.types import FrozenModel, Label, Owner, Sha256Hex, Unique, UtcDatetime, utc_now
-from prme_core.validation import check_limit, check_owner, parse_model
+from prme_core.validation import check_owner, parse_model
 
 OP_CITATIONS = "answer_citations"
 MAX_CITED = 1000
@@ -43,6 +42,11 @@ class AnswerCitationRecord(AnswerCitationSubmission):
 
     def matches(self, other: AnswerCitationRecord) -> bool:
         return self.model_dump(exclude={"recorded_at"}) == other.model_dump(exclude={"recorded_at"})
+
+
+CITATIONS = FeedbackRecordKind(
+    AnswerCitationRecord, "answer-citations", OP_CITATIONS, "citation_id", AnswerCitationRecord.matches
+)
 
 
 def record_answer_citations(
@@ -73,11 +77,7 @@ def record_answer_citations(
         "",
     )
     with store.transaction() as tx:  # the receipt checks and the append commit together
-        found = get_receipt(store, owner, submission.request_id)
-        if found is None:
-            raise ReceiptNotFound(f"request {submission.request_id} has no saved receipt for this owner")
-        receipt, checksum = found
-        refuse_if_dropped(tx, owner, str(submission.request_id))
+        receipt, checksum = feedback_receipt(tx, store, owner, submission.request_id)
         for node_id in submission.cited_node_ids:
             cand = receipt.candidate(node_id)
             if cand is None or not (cand.in_context and cand.has_content):
@@ -93,40 +93,20 @@ def record_answer_citations(
             receipt_checksum=checksum,
             context_sha256=receipt.context_sha256,
         )
-        return append_record(
+        return CITATIONS.append(
             store,
-            kind="answer-citations",
-            op_type=OP_CITATIONS,
-            record=record,
-            key_field="citation_id",
+            record,
             scope_key=scope_key(receipt.scopes),
-            same=AnswerCitationRecord.matches,
             conflict=f"citation_id {submission.citation_id} already identifies a different answer "
             "citation record; the first record stands",
         )
 
 
 def get_answer_citations(store: Store, citation_id: UUID, owner: str) -> AnswerCitationRecord | None:
-    return read_record(
-        store,
-        AnswerCitationRecord,
-        kind="answer-citations",
-        op_type=OP_CITATIONS,
-        owner=check_owner(owner),
-        key=citation_id,
-        key_field="citation_id",
-    )
+    return CITATIONS.get(store, citation_id, owner)
 
 
 def list_answer_citations(
     store: Store, owner: str, *, after: UUID | None = None, limit: int = 100
 ) -> list[AnswerCitationRecord]:
-    return list_records(
-        store,
-        AnswerCitationRecord,
-        op_type=OP_CITATIONS,
-        owner=check_owner(owner),
-        after=after,
-        limit=check_limit(limit),
-        key_field="citation_id",
-    )
+    return CITATIONS.page(store, owner, after=after, limit=limit)

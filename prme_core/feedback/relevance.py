@@ -14,14 +14,13 @@ from uuid import UUID, uuid4
 
 from pydantic import Field, StrictBool, field_validator
 
-from prme_core.errors import InvalidInput, ReceiptNotFound
+from prme_core.errors import InvalidInput
+from prme_core.feedback.records import FeedbackRecordKind, feedback_receipt
 from prme_core.receipts.model import RetrievalReceipt
 from prme_core.receipts.projection import scope_key
-from prme_core.receipts.store import get_receipt, refuse_if_dropped
 from prme_core.storage.base import Store
-from prme_core.storage.keyed_records import append_record, list_records, read_record
 from prme_core.types import FrozenModel, Owner, Sha256Hex, UtcDatetime, utc_now
-from prme_core.validation import check_limit, check_owner, parse_model
+from prme_core.validation import check_owner, parse_model
 
 OP_RELEVANCE = "relevance_record"
 MAX_LABELS = 1000
@@ -70,6 +69,9 @@ class RelevanceRecord(RelevanceSubmission):
         return value
 
 
+RELEVANCE = FeedbackRecordKind(RelevanceRecord, "relevance", OP_RELEVANCE, "feedback_id", RelevanceRecord.matches)
+
+
 def check_labels(receipt: RetrievalReceipt, labels: Mapping[UUID, bool], surface: str) -> None:
     """Every label must name a member of the saved response allowed on that surface."""
     for node_id, positive in labels.items():
@@ -114,14 +116,13 @@ def record_relevance(
         "",
     )
     with store.transaction() as tx:  # the receipt checks and the append commit together
-        found = get_receipt(store, owner, submission.request_id)
-        if found is None:
-            raise ReceiptNotFound(
-                f"request {submission.request_id} has no saved receipt for this owner; "
-                "record feedback only on retrievals whose metadata.receipt_persisted is true"
-            )
-        receipt, checksum = found
-        refuse_if_dropped(tx, owner, str(submission.request_id))
+        receipt, checksum = feedback_receipt(
+            tx,
+            store,
+            owner,
+            submission.request_id,
+            hint="record feedback only on retrievals whose metadata.receipt_persisted is true",
+        )
         check_labels(receipt, submission.labels, submission.surface)
         record = RelevanceRecord(
             **submission.model_dump(),
@@ -136,39 +137,19 @@ def record_relevance(
 def append_relevance(store: Store, record: RelevanceRecord) -> RelevanceRecord:
     """Append a checked relevance record; an exact retry returns the first, another judgment
     under the same feedback id conflicts."""
-    return append_record(
+    return RELEVANCE.append(
         store,
-        kind="relevance",
-        op_type=OP_RELEVANCE,
-        record=record,
-        key_field="feedback_id",
+        record,
         scope_key=record.scope_key,
-        same=RelevanceRecord.matches,
         conflict=f"feedback_id {record.feedback_id} already identifies a different relevance "
         "judgment; the first record stands: use a new feedback_id for a new judgment",
     )
 
 
 def get_relevance(store: Store, feedback_id: UUID, owner: str) -> RelevanceRecord | None:
-    return read_record(
-        store,
-        RelevanceRecord,
-        kind="relevance",
-        op_type=OP_RELEVANCE,
-        owner=check_owner(owner),
-        key=feedback_id,
-        key_field="feedback_id",
-    )
+    return RELEVANCE.get(store, feedback_id, owner)
 
 
 def list_relevance(store: Store, owner: str, *, after: UUID | None = None, limit: int = 100) -> list[RelevanceRecord]:
     """A page of the owner's relevance records ordered by feedback id (1..1000 per page)."""
-    return list_records(
-        store,
-        RelevanceRecord,
-        op_type=OP_RELEVANCE,
-        owner=check_owner(owner),
-        after=after,
-        limit=check_limit(limit),
-        key_field="feedback_id",
-    )
+    return RELEVANCE.page(store, owner, after=after, limit=limit)

@@ -202,23 +202,18 @@ def test_relevance_records_survive_restart_and_graph_changes(store_url):
     with MemoryClient(store_url) as first:
         nodes = first.store_batch("alice", ["Alice: cat Miso", "Alice: dog Rex"])
         response = first.retrieve("cat", owner="alice", reference_time=NOW)
-        record = first.record_relevance(
-            response.metadata.request_id,
-            {nodes[0].id: True},
+        judgment = dict(
+            request_id=response.metadata.request_id,
+            labels={nodes[0].id: True},
             owner="alice",
             method="structured_evaluation",
             feedback_id=FID,
         )
+        record = first.record_relevance(**judgment)
         first.archive("alice", nodes[0].id)
     with MemoryClient(store_url) as second:
         assert second.get_relevance(FID, "alice") == record
-        again = second.record_relevance(
-            response.metadata.request_id,
-            {nodes[0].id: True},
-            owner="alice",
-            method="structured_evaluation",
-            feedback_id=FID,
-        )
+        again = second.record_relevance(**judgment)
         assert again == record
 
 
@@ -277,26 +272,18 @@ def test_citations_are_idempotent_across_restart_and_conflicting_reuse_fails(sto
     with MemoryClient(store_url) as first:
         first.store_batch("alice", ["Alice: cat Miso", "Alice: dog Rex"])
         response = first.retrieve("cat dog", owner="alice", reference_time=NOW)
-        cited = [response.results[0].node_id]
-        record = first.record_answer_citations(
-            response.metadata.request_id,
+        citation = dict(
             owner="alice",
             answer_id="answer-1",
-            cited_node_ids=cited,
+            cited_node_ids=[response.results[0].node_id],
             method="application_verified",
             citation_id=cid,
         )
+        record = first.record_answer_citations(response.metadata.request_id, **citation)
         assert record.context_sha256 == response.receipt.context_sha256
         assert record.receipt_checksum == response.metadata.receipt_checksum
     with MemoryClient(store_url) as second:
-        again = second.record_answer_citations(
-            response.metadata.request_id,
-            owner="alice",
-            answer_id="answer-1",
-            cited_node_ids=cited,
-            method="application_verified",
-            citation_id=cid,
-        )
+        again = second.record_answer_citations(response.metadata.request_id, **citation)
         assert again == record
         for change in (
             {"answer_id": "answer-2"},
@@ -304,18 +291,8 @@ def test_citations_are_idempotent_across_restart_and_conflicting_reuse_fails(sto
             {"method": "human_verified"},
             {"answer_digest": "a" * 64},
         ):
-            args = {
-                **dict(
-                    owner="alice",
-                    answer_id="answer-1",
-                    cited_node_ids=cited,
-                    method="application_verified",
-                    citation_id=cid,
-                ),
-                **change,
-            }
             with pytest.raises(IdempotencyConflict, match="different answer citation"):
-                second.record_answer_citations(response.metadata.request_id, **args)
+                second.record_answer_citations(response.metadata.request_id, **{**citation, **change})
         assert second.get_answer_citations(cid, "alice") == record
         assert _ops(second, OP_CITATIONS) == 1
 
