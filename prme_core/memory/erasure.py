@@ -4,8 +4,10 @@ What a deletion removes and what stays:
 
 * one memory: every version of it (content, metadata, session id) and every edge touching it.
   Receipts, feedback, citations and holdout queries that named it keep its id and content hash
-  (never its text), so every receipt still verifies and replays exactly from what it recorded;
-* an owner: every row naming it — memories, versions and edges, receipts and their projections,
+  (never its text), and its node reference stays (``node_refs``: owner, id and a number, which
+  stored pools and projections name it by), so every receipt still verifies and replays exactly
+  from what it recorded;
+* an owner: every row naming it — memories, versions, edges and node references, receipts and their projections,
   feedback, citations, holdout queries and looks, learning reports, profiles and pointers, API
   keys, pipeline artifacts and its memory revision. Other owners are untouched;
 * the deletion record: who was deleted (owner, memory id), what (version numbers and content

@@ -1,6 +1,8 @@
 """Compressed stored forms of receipt rows: a receipt's canonical bytes (``operations.payload_z``,
-its text ``payload`` then empty) and the float block of its projection. ``receipts.store`` chooses
-per backend where they are written compressed (issue 28: whatever is smaller on disk there).
+its text ``payload`` then empty), the float block of its projection, and node ids carried beside
+a stored value or stood for by the owner's node references (``pack_refs``; ``receipt_rows``
+writes them). ``receipts.store`` chooses per backend where they are written compressed (issue 28:
+whatever is smaller on disk there).
 
 Only the stored form changes: reads inflate within a bound, fail closed (``CorruptRecord``) on
 anything that does not inflate exactly, and the checksum or digest is then verified on the
@@ -8,7 +10,10 @@ inflated bytes as on a row stored plain. Rows stored plain read as they always d
 
 from __future__ import annotations
 
+import struct
 import zlib
+
+import numpy as np
 
 from prme_core.errors import CorruptRecord
 
@@ -59,3 +64,76 @@ def float_block_from_stored(stored: bytes, what: str) -> bytes:
         return bytes(stored)
     # A stream whose own length is a multiple of 8 was stored with its zero byte.
     return inflate(stored, what, padding=(b"", b"\x00") if len(stored) % 8 == 1 else (b"",))
+
+
+# --- node ids beside a stored value, and the owner's node references standing in for them -------
+
+NODE_IDS_MAGIC = b"\xffPZ2"
+"""A stored value that carries node ids beside its body: this magic, the id count (uint32), the
+16-byte ids, then the body (``receipts.stored_pool`` writes pools so). The first four bytes of a
+packed pool are its header's length, and none is 827 MB long, so neither form is one."""
+NODE_REFS_MAGIC = b"\xffPR2"
+"""The same value as stored where the owner's node references are kept (``node_refs``, migration
+10): the ids replaced by their references (``pack_refs``), the body unchanged. Only the session
+writes and reads this form; a read resolves the references and hands back ``NODE_IDS_MAGIC``."""
+NO_NODE = -1
+"""The reference standing for an empty id (a candidate without a score source); refs are ≥ 1."""
+
+
+def with_node_ids(ids: bytes, body: bytes) -> bytes:
+    return NODE_IDS_MAGIC + struct.pack("<I", len(ids) // 16) + ids + body
+
+
+def node_ids_of(value: bytes) -> tuple[bytes, bytes] | None:
+    """(ids, body) of a value in the ``NODE_IDS_MAGIC`` form, None for any other form. Raises
+    ``ValueError`` when it is too short for the ids it announces."""
+    if not value.startswith(NODE_IDS_MAGIC):
+        return None
+    at = len(NODE_IDS_MAGIC) + 4
+    if len(value) < at:
+        raise ValueError("it is truncated before its node id count")
+    (count,) = struct.unpack_from("<I", value, len(NODE_IDS_MAGIC))
+    if len(value) < at + 16 * count:
+        raise ValueError(f"it announces {count} node ids but is truncated before their end")
+    return bytes(value[at : at + 16 * count]), bytes(value[at + 16 * count :])
+
+
+def with_node_refs(refs: np.ndarray, body: bytes) -> bytes:
+    packed = pack_refs(refs)
+    return NODE_REFS_MAGIC + struct.pack("<II", len(refs), len(packed)) + packed + body
+
+
+def node_refs_of(value: bytes, what: str) -> tuple[np.ndarray, bytes] | None:
+    """(refs, body) of a value in the ``NODE_REFS_MAGIC`` form, None for any other form;
+    ``CorruptRecord`` naming ``what`` when it is damaged."""
+    if not value.startswith(NODE_REFS_MAGIC):
+        return None
+    at = len(NODE_REFS_MAGIC) + 8
+    if len(value) < at:
+        raise CorruptRecord(f"{what} is stored with node references but is truncated; restore it from a backup")
+    count, length = struct.unpack_from("<II", value, len(NODE_REFS_MAGIC))
+    if len(value) < at + length:
+        raise CorruptRecord(f"{what} is stored with node references but is truncated; restore it from a backup")
+    return unpack_refs(value[at : at + length], count, what), bytes(value[at + length :])
+
+
+def pack_refs(refs: np.ndarray) -> bytes:
+    """Node references as stored: each the zigzag-coded difference from the one before (so near
+    references, such as a session's neighbours, cost a few bits), as uint64 byte planes, zlib
+    compressed. About 1 byte a reference where the 16-byte id it stands for does not compress."""
+    values = np.asarray(refs, dtype=np.int64)
+    delta = np.diff(values, prepend=np.int64(0))
+    zigzag = ((delta << 1) ^ (delta >> 63)).astype("<u8")
+    return compress(zigzag.view(np.uint8).reshape(-1, 8).T.tobytes())
+
+
+def unpack_refs(blob: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` references ``pack_refs`` stored (int64); ``CorruptRecord`` otherwise."""
+    data = inflate(blob, what)
+    if len(data) != 8 * count:
+        raise CorruptRecord(
+            f"{what} holds {len(data) // 8} node references where it announces {count}; restore it from a backup"
+        )
+    zigzag = np.frombuffer(data, dtype=np.uint8).reshape(8, count).T.copy().view("<u8").ravel()
+    delta = (zigzag >> np.uint64(1)).astype(np.int64) ^ -(zigzag & np.uint64(1)).astype(np.int64)
+    return np.cumsum(delta, dtype=np.int64)

@@ -23,6 +23,7 @@ OWNER_TABLES = (
     "ranking_pointer_heads",
     "ranking_pointer_changes",
     "memory_revisions",
+    "node_refs",
 )
 """Every table with an ``owner`` column except ``deletions``: what forgetting an owner empties."""
 
@@ -38,7 +39,9 @@ class ErasureRows(SessionBase):
 
     def erase_memory(self, owner: str, node_id: str) -> list[tuple[int, str]]:
         """Delete every version of one memory and every edge touching it; return the (version,
-        content hash) pairs removed, oldest first (empty: the owner has no such memory)."""
+        content hash) pairs removed, oldest first (empty: the owner has no such memory). Its node
+        reference stays (an id and a number, never content): stored pools and projections that
+        name the memory by it keep resolving, so its receipts still verify and replay."""
         versions = [
             (int(v), h)
             for v, h in self.conn.fetchall(

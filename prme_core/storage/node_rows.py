@@ -162,8 +162,65 @@ class NodeRows(SessionBase):
         rows = [node_row(n) for n in nodes]
         self.conn.bulk_insert("memory_nodes", NODE_COLUMNS, rows)
         self.conn.bulk_insert("memory_node_versions", NODE_COLUMNS, rows)
+        self._reference_new_nodes(owners, [r[:2] for r in rows], to_check)
         self._memory_written.update(owners)
         self.insert_edges(edges)
+
+    def _reference_new_nodes(self, owners: set[str], keys: list[tuple], to_check: Sequence[UUID | str]) -> None:
+        """Give each new node (owner, id) its reference (the column's default draws it). Only the
+        ids in ``to_check`` (chosen by a caller) can have one already: an id stored again after
+        its memory was deleted keeps the reference it had, which stored pools may name."""
+        held: set[tuple] = set()
+        for owner in owners if to_check else ():
+            for chunk in _chunks([str(i) for i in to_check]):
+                rows = self.conn.fetchall(
+                    f"SELECT id FROM node_refs WHERE owner = ? AND id IN ({_placeholders(len(chunk))})",
+                    [owner, *chunk],
+                )
+                held.update((owner, r[0]) for r in rows)
+        self.conn.bulk_insert("node_refs", ("owner", "id"), [k for k in keys if k not in held])
+
+    # --- node references: the integer a stored pool or projection names a node by -------------
+
+    def node_refs(self, owner: str, ids: Sequence[str]) -> dict[str, int]:
+        """The owner's reference of each of ``ids`` that has one (every memory stored since
+        migration 10, and every one stored before that was not deleted first)."""
+        found: dict[str, int] = {}
+        keys = sorted(set(ids))
+        for chunk in self._ref_batches(keys) if keys else ():
+            with self.conn.id_filter("id", chunk) as (where, extra):
+                found.update(
+                    (i, int(r))
+                    for i, r in self.conn.fetchall(
+                        f"SELECT id, ref FROM node_refs WHERE owner = ? AND {where}", [owner, *extra]
+                    )
+                )
+        return found
+
+    def node_ids_of_refs(self, owner: str, refs: Sequence[int]) -> dict[int, str]:
+        """The node id each of the owner's ``refs`` names (refs the owner does not hold are absent)."""
+        found: dict[int, str] = {}
+        keys = sorted({int(r) for r in refs})
+        if not keys:
+            return found
+        if self.backend == "postgresql":
+            for chunk in self._ref_batches(keys):
+                rows = self.conn.fetchall(
+                    "SELECT ref, id FROM node_refs WHERE owner = ? AND ref = ANY(?)", [owner, chunk]
+                )
+                found.update((int(r), i) for r, i in rows)
+            return found
+        for chunk in _chunks(keys):
+            rows = self.conn.fetchall(
+                f"SELECT ref, id FROM node_refs WHERE owner = ? AND ref IN ({_placeholders(len(chunk))})",
+                [owner, *chunk],
+            )
+            found.update((int(r), i) for r, i in rows)
+        return found
+
+    def _ref_batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
+        size = self.conn.id_batch
+        return [keys] if size is None else list(_chunks(keys, size))
 
     def write_versions(self, versions: Sequence[MemoryNode]) -> None:
         """Append new versions of existing nodes; each must follow the current version."""

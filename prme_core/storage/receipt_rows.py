@@ -1,13 +1,50 @@
-"""Receipt projections in a store session: the columnar rows the learning snapshot reads."""
+"""Receipt projections in a store session: the columnar rows the learning snapshot reads.
+
+Where the owner's node references are kept (``REF_BACKENDS``), a projection's candidate ids and
+a stored pool's member and outside ids are written as node references (``node_refs``, migration
+10) instead of 36-character texts and 16-byte UUIDs: the bulk of a retrieval's bytes on disk.
+Reads resolve them within the owner and hand back exactly the text and pool form written, before
+any digest is checked; a reference the owner does not hold fails closed (``CorruptRecord``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import base64
+import binascii
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-from prme_core.storage.compression import float_block_from_stored
+import numpy as np
+
+from prme_core.errors import CorruptRecord
+from prme_core.storage.compression import (
+    NO_NODE,
+    float_block_from_stored,
+    node_ids_of,
+    node_refs_of,
+    pack_refs,
+    unpack_refs,
+    with_node_ids,
+    with_node_refs,
+)
+from prme_core.storage.node_rows import NodeRows
 from prme_core.storage.sql import PROJECTION_COLUMNS, SessionBase, _placeholders
 
 _FLOATS = 9  # the float block's place in a projection row as read
+_TEXTS = (10, 11)  # node_ids and base_node_ids in a projection row as read
+_NODE_IDS, _BASE_IDS, _POOL = (PROJECTION_COLUMNS.index(c) for c in ("node_ids", "base_node_ids", "pool"))
+
+REF_BACKENDS = frozenset({"postgresql"})
+"""Where projections and stored pools name nodes by reference. Measured at 10,000 memories
+(300 retrievals as ``benchmarks/retrieval.py`` makes them, bytes on disk per retrieval after VACUUM
+FULL): PostgreSQL 28.8 KB with the ids as texts and UUIDs, 12.7 KB by reference (the stored pool
+14.5 KB → 3.0 KB, the candidate id texts 3.6 KB → 0.2 KB). DuckDB keeps the packed pool as is
+(its own compression does better there) and is under the 15 KB target without."""
+TEXT_REFS_PREFIX = "refs1:"
+"""A projection's ``node_ids`` stored as references: this prefix, then base64 of the candidate
+count (uint32) and ``pack_refs`` of the node ids' references followed by the base node ids' (an
+empty id as ``NO_NODE``); its ``base_node_ids`` is then empty. A stored id text starts with a hex
+digit or is empty, so the two never meet."""
 
 
 class ReceiptRows(SessionBase):
@@ -15,18 +52,21 @@ class ReceiptRows(SessionBase):
 
     def receipt_projection_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple]:
         """Packed projection rows of receipts, streamed (column order: see receipts.store); the
-        pool digest is '' and the pool flags 0 before version 11, and a float block stored
-        compressed comes back inflated. The pools themselves are read by ``receipt_pool_rows``."""
+        pool digest is '' and the pool flags 0 before version 11, a float block stored compressed
+        comes back inflated and ids stored as node references as the texts they stand for. The
+        pools themselves are read by ``receipt_pool_rows``."""
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
-                for batch in self.conn.stream_arrow(
+                for columns in self._resolved_batches(
+                    owner,
                     "SELECT request_id, receipt_checksum, schema_version, scope_key, query, ranking_policy, fusion, "
                     "candidate_count, int_columns, float_columns, node_ids, base_node_ids, adjustments, "
                     "coalesce(pool_sha256, '') AS pool_sha256, coalesce(pool_flags, 0) AS pool_flags "
                     f"FROM receipt_projections WHERE owner = ? AND {where}",
                     [owner, *extra],
+                    _stored_texts,
+                    _resolve_texts,
                 ):
-                    columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
                     columns[_FLOATS] = [
                         float_block_from_stored(block, f"the projection of receipt {request_id}")
                         for request_id, block in zip(columns[0], columns[_FLOATS])
@@ -34,21 +74,93 @@ class ReceiptRows(SessionBase):
                     yield from zip(*columns)
 
     def receipt_pool_rows(self, owner: str, request_ids: Sequence[str]) -> Iterable[tuple[str, str, str, bytes]]:
-        """(request id, receipt checksum, pool digest, packed pool) of version-11 receipts, streamed;
-        receipts without a packed pool are absent."""
+        """(request id, receipt checksum, pool digest, stored pool) of version-11 receipts,
+        streamed, in the form ``receipts.stored_pool`` wrote (node references resolved); receipts
+        without a packed pool are absent."""
         for chunk in self._id_batches(request_ids):
             with self.conn.id_filter("request_id", chunk) as (where, extra):
-                for batch in self.conn.stream_arrow(
+                for columns in self._resolved_batches(
+                    owner,
                     "SELECT request_id, receipt_checksum, pool_sha256, pool FROM receipt_projections "
                     f"WHERE owner = ? AND pool IS NOT NULL AND {where}",
                     [owner, *extra],
+                    _stored_pools,
+                    _resolve_pools,
                 ):
-                    yield from zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)))
+                    yield from zip(*columns)
 
     def insert_receipt_projections(self, rows: Sequence[tuple]) -> None:
         """Packed candidate projections of receipts: one row per receipt, in ``PROJECTION_COLUMNS``
-        order (``receipts.store`` builds them)."""
+        order (``receipts.store`` builds them); ids stored as node references where the backend
+        keeps them and every id has one (a row naming a node without one is stored as it came)."""
+        if self.backend in REF_BACKENDS:
+            rows = self._by_reference(rows)
         self.conn.bulk_insert("receipt_projections", PROJECTION_COLUMNS, rows)
+
+    # --- node references in projections and pools ---------------------------------------------
+
+    def _by_reference(self, rows: Sequence[tuple]) -> list[tuple]:
+        out = list(rows)
+        for owner in {row[0] for row in rows}:
+            at = [i for i, row in enumerate(rows) if row[0] == owner]
+            pools = {i: _pool_ids(rows[i][_POOL]) for i in at}
+            texts = {i: (_id_texts(rows[i][_NODE_IDS]), _id_texts(rows[i][_BASE_IDS])) for i in at}
+            wanted = {t for i in at for t in (*texts[i][0], *texts[i][1], *(pools[i][0] if pools[i] else ()))}
+            refs = {**NodeRows.node_refs(self, owner, sorted(wanted - {""})), "": NO_NODE}
+            for i in at:
+                row = list(rows[i])
+                nodes, bases = texts[i]
+                if nodes and len(bases) == len(nodes) and all(t in refs for t in (*nodes, *bases)):
+                    row[_NODE_IDS], row[_BASE_IDS] = _texts_by_reference([refs[t] for t in (*nodes, *bases)]), ""
+                if pools[i] is not None and all(t in refs for t in pools[i][0]):
+                    row[_POOL] = with_node_refs(np.array([refs[t] for t in pools[i][0]], dtype=np.int64), pools[i][1])
+                out[i] = tuple(row)
+        return out
+
+    def _resolved_batches(
+        self,
+        owner: str,
+        sql: str,
+        params: list,
+        stored: Callable[[list[list]], dict[int, tuple[np.ndarray, Any]]],
+        resolve: Callable[[list[list], dict[int, tuple[np.ndarray, Any]], Mapping[int, str]], None],
+    ) -> Iterator[list[list]]:
+        """The query's rows in batches of columns, with what ``stored`` finds stored as node
+        references (row → (refs, rest)) resolved in place by ``resolve``. DuckDB runs no query
+        while a result is open, so from the first batch that names references on, the rest of
+        the result is read before the references are looked up (in their stored form, a few
+        KB a row)."""
+        reader = iter(self.conn.stream_arrow(sql, params))
+        for batch in reader:
+            columns = _columns(batch)
+            try:
+                found = stored(columns)
+            except CorruptRecord:
+                for _ in reader:  # close the result before the error leaves the transaction
+                    pass
+                raise
+            if not found:
+                yield columns
+                continue
+            pending = [(columns, found)] + [(c, stored(c)) for c in [_columns(b) for b in reader]]
+            for columns, found in pending:
+                if found:
+                    resolve(columns, found, self._names(owner, np.concatenate([r for r, _ in found.values()])))
+                yield columns
+            return
+
+    def _names(self, owner: str, refs: np.ndarray) -> Mapping[int, str]:
+        """The id text each of the owner's ``refs`` stands for (``NO_NODE``: the empty text); a
+        reference the owner does not hold raises ``CorruptRecord``."""
+        wanted = sorted({int(r) for r in refs} - {NO_NODE})
+        names: dict[int, str] = {NO_NODE: "", **NodeRows.node_ids_of_refs(self, owner, wanted)}
+        missing = [r for r in wanted if r not in names]
+        if missing:
+            raise CorruptRecord(
+                f"receipts of {owner} name node reference {missing[0]}, which none of the owner's memories holds "
+                f"({len(missing)} such references); restore the node_refs rows or the receipts from a backup"
+            )
+        return names
 
     # --- retention: dropping the pools of receipts nobody gave feedback on ----------------------
 
@@ -103,3 +215,80 @@ class ReceiptRows(SessionBase):
     def receipt_owners(self) -> list[str]:
         """Every owner with a stored receipt, sorted."""
         return [r[0] for r in self.conn.fetchall("SELECT DISTINCT owner FROM receipt_projections ORDER BY owner")]
+
+
+def _columns(batch: Any) -> list[list]:
+    return [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+
+
+def _stored_texts(columns: list[list]) -> dict[int, tuple[np.ndarray, None]]:
+    return {
+        i: (_text_refs(text, request_id), None)
+        for i, (request_id, text) in enumerate(zip(columns[0], columns[_TEXTS[0]]))
+        if text.startswith(TEXT_REFS_PREFIX)
+    }
+
+
+def _resolve_texts(columns: list[list], found: dict[int, tuple[np.ndarray, None]], names: Mapping[int, str]) -> None:
+    for i, (refs, _) in found.items():
+        texts = [names[int(r)] for r in refs]
+        half = len(texts) // 2
+        columns[_TEXTS[0]][i], columns[_TEXTS[1]][i] = "\x1f".join(texts[:half]), "\x1f".join(texts[half:])
+
+
+def _stored_pools(columns: list[list]) -> dict[int, tuple[np.ndarray, bytes]]:
+    found = {}
+    for i, (request_id, pool) in enumerate(zip(columns[0], columns[3])):
+        refs = node_refs_of(bytes(pool), f"the stored pool of receipt {request_id}") if pool else None
+        if refs is not None:
+            found[i] = refs
+    return found
+
+
+def _resolve_pools(columns: list[list], found: dict[int, tuple[np.ndarray, bytes]], names: Mapping[int, str]) -> None:
+    for i, (refs, body) in found.items():
+        try:
+            ids = b"".join(bytes.fromhex(names[int(r)].replace("-", "")) for r in refs)
+        except ValueError:
+            ids = b""
+        if len(ids) != 16 * len(refs):
+            raise CorruptRecord(
+                f"the stored pool of receipt {columns[0][i]} names nodes by references that do not resolve to "
+                "node ids; restore the node_refs rows or the receipt from a backup"
+            )
+        columns[3][i] = with_node_ids(ids, body)
+
+
+def _id_texts(text: str) -> list[str]:
+    return text.split("\x1f") if text else []
+
+
+def _pool_ids(pool: bytes | None) -> tuple[list[str], bytes] | None:
+    """The member and outside ids (as texts) and body of a pool stored with its ids beside it."""
+    try:
+        found = node_ids_of(bytes(pool)) if pool is not None else None
+    except ValueError:
+        return None  # not ours to judge here; the read checks it against the receipt's digest
+    if found is None:
+        return None
+    ids, body = found
+    h = ids.hex()
+    return [
+        f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-{h[i + 12 : i + 16]}-{h[i + 16 : i + 20]}-{h[i + 20 : i + 32]}"
+        for i in range(0, len(h), 32)
+    ], body
+
+
+def _texts_by_reference(refs: list[int]) -> str:
+    packed = pack_refs(np.array(refs, dtype=np.int64))
+    return TEXT_REFS_PREFIX + base64.b64encode(struct.pack("<I", len(refs) // 2) + packed).decode("ascii")
+
+
+def _text_refs(text: str, request_id: str) -> np.ndarray:
+    what = f"the projection of receipt {request_id}"
+    try:
+        raw = base64.b64decode(text[len(TEXT_REFS_PREFIX) :], validate=True)
+        (count,) = struct.unpack_from("<I", raw, 0)
+    except (binascii.Error, struct.error) as exc:
+        raise CorruptRecord(f"{what} stores its ids as node references that do not decode ({exc}); restore it") from exc
+    return unpack_refs(raw[4:], 2 * count, what)

@@ -301,3 +301,26 @@ ALTER TABLE operations ADD COLUMN payload_z {blob};
 """,
     ),
 )
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        10,
+        "node references (issue 28): each memory's integer reference within its owner (drawn from memory_seq when "
+        "it is stored, so never reused), kept when the memory is deleted and removed when its owner is forgotten, "
+        "so stored pools and projections can name nodes by reference; memories stored before get their seq",
+        """
+CREATE TABLE node_refs (
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    ref BIGINT NOT NULL DEFAULT nextval('memory_seq'),
+    PRIMARY KEY (owner, id)
+);
+CREATE UNIQUE INDEX node_refs_by_ref ON node_refs (owner, ref);
+INSERT INTO node_refs (owner, id, ref) SELECT owner, id, seq FROM memory_nodes;
+""",
+        postgresql_extra="""
+CREATE TRIGGER node_refs_append_only BEFORE UPDATE OR DELETE ON node_refs
+    FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
+""",
+    ),
+)
