@@ -73,7 +73,6 @@ from prme_core.datasets.locomo import (
     read_locomo,
     record_feedback,
     register_holdout,
-    select,
     split_questions,
     tenant_conversation,
 )
@@ -550,7 +549,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
     warnings.filterwarnings("ignore")
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
-    conversations = select(read_locomo(path), wanted)
+    conversations = read_locomo(path, wanted)
     if getattr(options, "tenant", False):
         conversations = [tenant_conversation(conversations)]
     if options.null_seeds < 0:

@@ -61,7 +61,6 @@ from prme_core.datasets.locomo import (
     read_locomo,
     record_feedback,
     register_holdout,
-    select,
     split_questions,
 )
 from prme_core.engine import MemoryClient
@@ -730,7 +729,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
         return rewrite(output_dir(options))
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
-    conversations = select(read_locomo(path), wanted)
+    conversations = read_locomo(path, wanted)
     if options.nights < 1:
         raise InvalidInput("--nights", f"must be ≥ 1, got {options.nights}")
     if options.seeds < 0:

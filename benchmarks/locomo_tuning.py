@@ -65,7 +65,6 @@ from prme_core.datasets.locomo import (
     conversation_clock,
     load_conversation,
     read_locomo,
-    select,
     split_questions,
 )
 from prme_core.engine import MemoryClient
@@ -292,7 +291,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
-    conversations = select(read_locomo(path), wanted)
+    conversations = read_locomo(path, wanted)
     if options.confirm_only and (options.k1 or options.b or options.bm25_only):
         raise SystemExit("--confirm-only chooses nothing, so it takes no grid (--k1, --b, --bm25-only)")
     k1_grid = parse_grid(options.k1, K1_GRID, "--k1")

@@ -293,9 +293,12 @@ def _env_value(value: Any) -> Any:
     return value
 
 
-def instance_postgres_dsn(config: Path) -> str | None:
-    """The libpq DSN of a dagster.yaml's PostgreSQL storage (``postgres_url`` or ``postgres_db``),
-    or None when it keeps its history elsewhere or cannot be read."""
+_STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+"""The sections of a dagster.yaml that say where the instance keeps its history."""
+
+
+def _instance_config(config: Path) -> dict[str, Any] | None:
+    """A dagster.yaml's contents, or None when it is missing, not YAML or not a mapping."""
     if not config.is_file():
         return None
     import yaml  # a Dagster dependency
@@ -304,9 +307,16 @@ def instance_postgres_dsn(config: Path) -> str | None:
         conf = yaml.safe_load(config.read_text("utf-8")) or {}
     except yaml.YAMLError:
         return None
-    if not isinstance(conf, dict):
+    return conf if isinstance(conf, dict) else None
+
+
+def instance_postgres_dsn(config: Path) -> str | None:
+    """The libpq DSN of a dagster.yaml's PostgreSQL storage (``postgres_url`` or ``postgres_db``),
+    or None when it keeps its history elsewhere or cannot be read."""
+    conf = _instance_config(config)
+    if conf is None:
         return None
-    for key in ("storage", "run_storage", "event_log_storage", "schedule_storage"):
+    for key in _STORAGE_KEYS:
         section = conf.get(key)
         if not isinstance(section, dict):
             continue
@@ -339,16 +349,8 @@ def _check_servers_reachable(home: Path, parsed: Any, source: str, *, compared: 
 
 def _storage_in_postgres(config: Path) -> bool:
     """Whether an instance's dagster.yaml keeps its history in PostgreSQL (``--reset`` cannot clear it)."""
-    if not config.is_file():
-        return False
-    import yaml  # a Dagster dependency
-
-    try:
-        conf = yaml.safe_load(config.read_text("utf-8")) or {}
-    except yaml.YAMLError:
-        return False
-    keys = ("storage", "run_storage", "event_log_storage", "schedule_storage")
-    return isinstance(conf, dict) and any("postgres" in json.dumps(conf.get(k) or {}).lower() for k in keys)
+    conf = _instance_config(config)
+    return conf is not None and any("postgres" in json.dumps(conf.get(k) or {}).lower() for k in _STORAGE_KEYS)
 
 
 def record_instance_store(home: Path, identity: str, redacted: str) -> None:
@@ -380,12 +382,12 @@ def _main_data(args: argparse.Namespace) -> Path | None:
     """The LoCoMo file ``prme main`` reads (``--data``, or ``--locomo``/``--conversation``: the
     conventional places), or None for the generated sample."""
     from prme_assets.demo.data import find_locomo_data
-    from prme_core.datasets.locomo import read_locomo, select
+    from prme_core.datasets.locomo import read_locomo
 
     if not (args.data or args.locomo or args.conversation):
         return None
     data = find_locomo_data(args.data)
-    select(read_locomo(data), args.conversation or None)  # a malformed file or unknown id names itself
+    read_locomo(data, args.conversation or None)  # a malformed file or unknown id names itself
     return data
 
 

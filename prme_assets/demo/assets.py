@@ -14,7 +14,6 @@ from prme_core.datasets.locomo import (
     read_locomo,
     record_feedback,
     register_holdout,
-    select,
     split_questions,
 )
 
@@ -44,7 +43,7 @@ def locomo_memories(
     context: dg.AssetExecutionContext, config: LocomoConfig, prme_store: PrmeStoreResource
 ) -> dg.MaterializeResult:
     path = _data_path(config)
-    conversations = select(read_locomo(path), config.conversations or None)
+    conversations = read_locomo(path, config.conversations or None)
     rows = []
     advance = current().task("storing conversations", total=len(conversations))
     with prme_store.client() as client:
@@ -90,7 +89,7 @@ def locomo_feedback(
 ) -> dg.MaterializeResult:
     path = _data_path(config)
     rows = []
-    conversations = select(read_locomo(path), config.conversations or None)
+    conversations = read_locomo(path, config.conversations or None)
     splits = {conv.sample_id: split_questions(conv) for conv in conversations}
     advance = current().task("judging retrievals", total=sum(len(s.feedback) for s in splits.values()))
     with prme_store.client() as client:

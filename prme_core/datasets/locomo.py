@@ -226,8 +226,9 @@ def parse_conversation(raw: dict[str, Any], where: str) -> Conversation:
     return Conversation(sample_id, speakers, tuple(turns), questions, by_dia)
 
 
-def read_locomo(path: str | Path) -> list[Conversation]:
-    """Read a file in the LoCoMo format (a JSON list of conversations)."""
+def read_locomo(path: str | Path, sample_ids: Iterable[str] | None = None) -> list[Conversation]:
+    """Read a file in the LoCoMo format (a JSON list of conversations); with ``sample_ids``, only
+    those conversations (``select``)."""
     path = Path(path)
     if not path.is_file():
         raise LocomoDataNotFound((path,))
@@ -238,9 +239,10 @@ def read_locomo(path: str | Path) -> list[Conversation]:
     if not isinstance(data, list):
         raise InvalidInput("data", f"{path} must hold a JSON list of conversations")
     try:
-        return [_parse_item(item, f"data[{i}]") for i, item in enumerate(data)]
+        conversations = [_parse_item(item, f"data[{i}]") for i, item in enumerate(data)]
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.field}", str(exc).removeprefix(f"{exc.field}: ")) from None
+    return select(conversations, sample_ids)
 
 
 def _parse_item(item: Any, where: str) -> Conversation:
