@@ -18,6 +18,7 @@ optimizer is a deterministic coordinate search in log space (algorithm
 from __future__ import annotations
 
 import decimal
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,14 +61,10 @@ def multipliers_from_logs(log_multipliers: np.ndarray) -> np.ndarray:
     return out
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
+@functools.cache
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prme-fit")
-    return _POOL
+    """The two worker threads the judged fit spreads its work over, started on first use."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="prme-fit")
 
 
 def proposed_scores(judged: Judged, multipliers: np.ndarray, rows: slice = slice(None)) -> np.ndarray:

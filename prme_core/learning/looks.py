@@ -124,15 +124,10 @@ def record_look(store: Store, key: LookKey, *, per_proposal: bool = False) -> Ho
         if existing is not None:
             return _parse(existing, owner)
         newest = tx.latest_operation(owner, OP_LOOK, target)
+        judged = {**vars(key), "group_ids": tuple(sorted(set(key.group_ids)))}  # the look records its key
         look = HoldoutLook(
+            **judged,
             look_id=lid,
-            owner=owner,
-            scopes=key.scopes,
-            baseline_profile_id=key.baseline_profile_id,
-            proposal_input_checksum=key.proposal_input_checksum,
-            candidate_multipliers=key.candidate_multipliers,
-            memory_artifact_sha256=key.memory_artifact_sha256,
-            group_ids=tuple(sorted(set(key.group_ids))),
             look=1 if newest is None else _parse(newest, owner).look + 1,
             recorded_at=utc_now(),
         )

@@ -9,6 +9,7 @@ computed once, after the fit. Nothing here changes any active weight or profile.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from prme_core.learning.pool_fit import (
 from prme_core.learning.pool_ranking import PoolSet, recorded_lists
 from prme_core.learning.power import groups_for_power
 from prme_core.learning.proposal import (
+    LEARNING_INPUTS,
     AlternativeFit,
     CrossFitResult,
     LearningCoverage,
@@ -97,20 +99,11 @@ def coverage_sufficient(prepared: Prepared) -> bool:
 @cyclic_gc_paused()
 def evaluate_prepared(prepared: Prepared) -> LearningEvaluation:
     cfg = prepared.config
+    inputs = {name: getattr(prepared, name) for name in LEARNING_INPUTS}
     common: dict[str, Any] = dict(
-        owner=prepared.owner,
-        scopes=prepared.scopes,
-        surface=prepared.surface,
+        **inputs,
         config=cfg,
-        snapshot_sha256=prepared.snapshot_sha256,
-        query_groups=prepared.query_groups,
-        input_checksum=learning_input_checksum(
-            owner=prepared.owner,
-            scopes=prepared.scopes,
-            surface=prepared.surface,
-            snapshot_sha256=prepared.snapshot_sha256,
-            query_groups=prepared.query_groups,
-        ),
+        input_checksum=learning_input_checksum(**inputs),
         feedback_ids=tuple(sorted(prepared.feedback_ids)),
         receipt_checksums=prepared.receipt_checksums,
         coverage=coverage_of(prepared),
@@ -304,14 +297,10 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
     )
 
 
-_FIT_POOL: ThreadPoolExecutor | None = None
-
-
+@functools.cache
 def _fit_pool() -> ThreadPoolExecutor:
-    global _FIT_POOL
-    if _FIT_POOL is None:
-        _FIT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prme-pool-fit")
-    return _FIT_POOL
+    """The two worker threads the pool fits (and their cross-fit folds) run on, started on first use."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="prme-pool-fit")
 
 
 def _other(algorithm: str) -> str:
@@ -397,12 +386,9 @@ def _crossfit_results(prepared: Prepared, fitted: _Fitted) -> list[CrossFitResul
         row = by_fold[fold][q.group_id]
         out.append(
             CrossFitResult(
-                group_id=q.group_id,
+                **q.model_dump(include={"group_id", "request_ids", "baseline_pairwise_accuracy", "baseline_ndcg"}),
                 fold=fold,
-                request_ids=q.request_ids,
-                baseline_pairwise_accuracy=q.baseline_pairwise_accuracy,
                 candidate_pairwise_accuracy=row.candidate_pairwise_accuracy,
-                baseline_ndcg=q.baseline_ndcg,
                 candidate_ndcg=row.candidate_ndcg,
             )
         )

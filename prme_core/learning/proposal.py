@@ -76,6 +76,10 @@ class LearningCoverage(FrozenModel):
     explicit_pairs: int = Field(ge=0)
 
 
+LEARNING_INPUTS = ("owner", "scopes", "surface", "snapshot_sha256", "query_groups")
+"""The fields of a proposal (and of its prepared inputs) that ``learning_input_checksum`` covers."""
+
+
 def learning_input_checksum(
     *, owner: str, scopes: tuple[str, ...], surface: str, snapshot_sha256: str, query_groups: dict[str, str]
 ) -> str:
@@ -257,13 +261,7 @@ class LearningEvaluation(EvolvingModel):
             raise ValueError("feedback ids must be unique and match coverage.feedback_records")
         if any(v <= 0 for v in self.exclusions.values()):
             raise ValueError("exclusions list only reasons that occurred")
-        expected = learning_input_checksum(
-            owner=self.owner,
-            scopes=self.scopes,
-            surface=self.surface,
-            snapshot_sha256=self.snapshot_sha256,
-            query_groups=self.query_groups,
-        )
+        expected = learning_input_checksum(**{name: getattr(self, name) for name in LEARNING_INPUTS})
         if expected != self.input_checksum:
             raise ValueError("input_checksum does not match the recorded inputs")
         enough = (

@@ -227,6 +227,28 @@ class FeedbackSnapshot:
     """Reads recorded pools on demand (pool-replay fitting needs only some of them); the pools
     are bound to receipts the snapshot already verified, and a loader checks that binding."""
 
+    @classmethod
+    def of(
+        cls,
+        owner: str,
+        max_records: int,
+        records: Mapping[str, RecordView],
+        record_checksums: dict[str, str],
+        receipts: dict[str, ReceiptEvidence],
+        pool_loader: PoolLoader | None,
+    ) -> FeedbackSnapshot:
+        """The snapshot of ``records`` (by feedback id) and the receipts they judge: records in
+        feedback-id order, its digest over both checksum sets."""
+        return cls(
+            owner=owner,
+            max_records=max_records,
+            records=tuple(records[k] for k in sorted(records)),
+            record_checksums=record_checksums,
+            receipts=receipts,
+            snapshot_sha256=snapshot_digest(record_checksums, receipts),
+            pool_loader=pool_loader,
+        )
+
     def may_replay_pool(self, request_id: str) -> bool:
         """Whether the request's receipt may hold a complete, replayable pool: a version-11 receipt
         whose verified projection says so, or a version-10 receipt (its inline pool says; reading
@@ -323,16 +345,7 @@ def _assemble(
     store: Store, owner: str, max_records: int, records: dict[str, RecordView], checksums: dict[str, str]
 ) -> FeedbackSnapshot:
     receipts = resolve_receipts(store, owner, sorted({r.request_id for r in records.values()}))
-    ordered = tuple(records[k] for k in sorted(records))
-    return FeedbackSnapshot(
-        owner=owner,
-        max_records=max_records,
-        records=ordered,
-        record_checksums=checksums,
-        receipts=receipts,
-        snapshot_sha256=snapshot_digest(checksums, receipts),
-        pool_loader=_store_pools(store, owner, receipts),
-    )
+    return FeedbackSnapshot.of(owner, max_records, records, checksums, receipts, _store_pools(store, owner, receipts))
 
 
 def _store_pools(store: Store, owner: str, receipts: Mapping[str, ReceiptEvidence]) -> PoolLoader:
@@ -479,13 +492,5 @@ def snapshot_from_receipts(
     if len(by_id) > check_max_records(max_records):
         raise SnapshotTooLarge(f"{len(by_id)} records exceed max_records={max_records}")
     checksums = {k: r.checksum() for k, r in by_id.items()}
-    ordered = tuple(RecordView.of(by_id[k]) for k in sorted(by_id))
-    return FeedbackSnapshot(
-        owner=owner,
-        max_records=max_records,
-        records=ordered,
-        record_checksums=checksums,
-        receipts=evidence,
-        snapshot_sha256=snapshot_digest(checksums, evidence),
-        pool_loader=pools,
-    )
+    views = {k: RecordView.of(r) for k, r in by_id.items()}
+    return FeedbackSnapshot.of(owner, max_records, views, checksums, evidence, pools)
