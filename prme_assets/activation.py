@@ -19,7 +19,7 @@ compare-and-set in the domain store, so even concurrent ad-hoc runs cannot both 
 """
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -52,6 +52,21 @@ active_ranking_profile = dg.AssetSpec(
     "active profile's evidence and the run that learned it); an observation when a rerun changed "
     "nothing. Never computed by a learning run.",
 )
+
+
+def _pointer_job(op: dg.OpDefinition, kind: str, description: str) -> dg.JobDefinition:
+    """The partitioned job that runs one pointer op (``<name>_op`` → ``<name>_job``)."""
+
+    @dg.job(
+        name=op.name.removesuffix("_op") + "_job",
+        partitions_def=LEARNING_TARGETS,
+        tags={"prme/kind": kind},
+        description=description,
+    )
+    def pointer_job() -> None:
+        op()
+
+    return pointer_job
 
 
 class ActivationConfig(dg.Config):
@@ -201,13 +216,9 @@ def activate_profile_op(
     )
 
 
-@dg.job(
-    partitions_def=LEARNING_TARGETS,
-    tags={"prme/kind": "activation"},
-    description="Activate one candidate profile of one partition (launched by the sensor).",
+activate_profile_job = _pointer_job(
+    activate_profile_op, "activation", "Activate one candidate profile of one partition (launched by the sensor)."
 )
-def activate_profile_job():
-    activate_profile_op()
 
 
 @dg.sensor(
@@ -302,60 +313,53 @@ class DeactivationConfig(dg.Config):
     """A UUID making retries exact no-ops (empty: a new change)."""
 
 
-@dg.op(pool=STORE_POOL, description="Return a partition to base scoring (a recorded state).")
-def deactivate_profile_op(
-    context: dg.OpExecutionContext, config: DeactivationConfig, prme_store: PrmeStoreResource
+def _operator_change(
+    context: dg.OpExecutionContext,
+    config: DeactivationConfig,
+    prme_store: PrmeStoreResource,
+    change: Callable[..., RankingProfileState],
+    *,
+    done: str,
 ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[None]]:
+    """An operator's pointer change on the configured partition, ``change(client, owner=, scopes=,
+    change_id=[, expected_profile_id=])``, reported as every pointer change is."""
     partition = _partition(context, config.partition_key)
     owner, scopes = decode_target(partition)
     kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
     with prme_store.client() as client:
-        state = client.deactivate_ranking_profile(
-            owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
-        )
+        state = change(client, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs)
         event = pointer_event(context, client, partition, state)
     yield event
-    yield dg.Output(None, metadata=_pointer_change_metadata(context, state, done="deactivated"))
+    yield dg.Output(None, metadata=_pointer_change_metadata(context, state, done=done))
 
 
-@dg.job(
-    partitions_def=LEARNING_TARGETS,
-    tags={"prme/kind": "deactivation"},
-    description="Operator job: deactivate the profile of one partition.",
+@dg.op(pool=STORE_POOL, description="Return a partition to base scoring (a recorded state).")
+def deactivate_profile_op(
+    context: dg.OpExecutionContext, config: DeactivationConfig, prme_store: PrmeStoreResource
+) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[None]]:
+    yield from _operator_change(
+        context, config, prme_store, MemoryClient.deactivate_ranking_profile, done="deactivated"
+    )
+
+
+deactivate_profile_job = _pointer_job(
+    deactivate_profile_op, "deactivation", "Operator job: deactivate the profile of one partition."
 )
-def deactivate_profile_job():
-    deactivate_profile_op()
 
 
-class RollbackConfig(dg.Config):
-    partition_key: str = ""
-    """Empty: the run's partition."""
+class RollbackConfig(DeactivationConfig):
     profile_id: str = ""
     """An earlier profile of this partition; empty rolls back to base scoring."""
-    expected_profile_id: str = ""
-    change_id: str = ""
 
 
 @dg.op(pool=STORE_POOL, description="Point a partition at an earlier profile, or at base scoring.")
 def rollback_profile_op(
     context: dg.OpExecutionContext, config: RollbackConfig, prme_store: PrmeStoreResource
 ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.Output[None]]:
-    partition = _partition(context, config.partition_key)
-    owner, scopes = decode_target(partition)
-    kwargs = {"expected_profile_id": config.expected_profile_id} if config.expected_profile_id else {}
-    with prme_store.client() as client:
-        state = client.rollback_ranking_profile(
-            config.profile_id or None, owner=owner, scopes=scopes, change_id=config.change_id or None, **kwargs
-        )
-        event = pointer_event(context, client, partition, state)
-    yield event
-    yield dg.Output(None, metadata=_pointer_change_metadata(context, state, done="rolled_back"))
+    def rollback(client: MemoryClient, **kwargs: Any) -> RankingProfileState:
+        return client.rollback_ranking_profile(config.profile_id or None, **kwargs)
+
+    yield from _operator_change(context, config, prme_store, rollback, done="rolled_back")
 
 
-@dg.job(
-    partitions_def=LEARNING_TARGETS,
-    tags={"prme/kind": "rollback"},
-    description="Operator job: roll one partition back.",
-)
-def rollback_profile_job():
-    rollback_profile_op()
+rollback_profile_job = _pointer_job(rollback_profile_op, "rollback", "Operator job: roll one partition back.")
