@@ -317,23 +317,13 @@ def _parse_cursor(cursor: str | None) -> int:
 
 
 def _first_version(owner: str, node_id: UUID, inp: MemoryInput, now: Any) -> MemoryNode:
+    """Version 1 of a new memory: every field the caller supplied, with its id, owner and clock."""
     return MemoryNode(
+        **inp.model_dump(exclude={"id"}),
         id=node_id,
         owner=owner,
         version=1,
-        scope=inp.scope,
-        node_type=inp.node_type,
-        content=inp.content,
         content_hash=content_sha256(inp.content),
-        session_id=inp.session_id,
-        event_time=inp.event_time,
         created_at=now,
         updated_at=now,
-        valid_from=inp.valid_from,
-        valid_to=inp.valid_to,
-        salience=inp.salience,
-        confidence=inp.confidence,
-        epistemic_type=inp.epistemic_type,
-        lifecycle=inp.lifecycle,
-        metadata=inp.metadata,
     )
