@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
+from weakref import WeakKeyDictionary
 
 from prme_core.canonical import canonical_json, parse_json
 from prme_core.errors import CorruptRecord, IdempotencyConflict, InvalidInput
@@ -121,6 +124,53 @@ def row_edge(row: Sequence[Any]) -> Edge:
     )
 
 
+class _KnownRefs:
+    """Node references a connection has read, per owner, with the owner's forget count at the
+    time (a forgotten owner's references are gone; ids stored again get new ones)."""
+
+    MAX_OWNERS = 64
+    MAX_REFS = 1_000_000
+
+    def __init__(self) -> None:
+        self._owners: OrderedDict[str, tuple[int, dict[str, int]]] = OrderedDict()
+
+    def of(self, owner: str, epoch: int | None = None) -> dict[str, int]:
+        """The owner's known references (at ``epoch``: dropped first if they were read at another)."""
+        held = self._owners.get(owner)
+        if epoch is None:
+            return held[1] if held else {}
+        if held is None or held[0] != epoch:
+            held = self._owners[owner] = (epoch, {})
+        self._owners.move_to_end(owner)
+        return held[1]
+
+    def trim(self) -> None:
+        while len(self._owners) > self.MAX_OWNERS or sum(len(m) for _, m in self._owners.values()) > self.MAX_REFS:
+            self._owners.popitem(last=False)
+
+
+class _KnownRefsByConnection:
+    """One ``_KnownRefs`` per raw database connection (a pooled PostgreSQL connection, or a DuckDB
+    store's), dropped with it: a connection always reaches the same database."""
+
+    def __init__(self) -> None:
+        self._by_raw: WeakKeyDictionary[Any, _KnownRefs] = WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, conn: Any) -> _KnownRefs | None:
+        raw = getattr(conn, "raw", None)
+        if raw is None:
+            return None
+        with self._lock:
+            known = self._by_raw.get(raw)
+            if known is None:
+                known = self._by_raw[raw] = _KnownRefs()
+            return known
+
+
+_KNOWN_REFS = _KnownRefsByConnection()
+
+
 class NodeRows(SessionBase):
     """Memory node versions and edges, read and written through the owner."""
 
@@ -182,34 +232,66 @@ class NodeRows(SessionBase):
 
     # --- node references: the integer a stored pool or projection names a node by -------------
 
-    def node_refs(self, owner: str, ids: Sequence[str]) -> dict[str, int]:
+    def node_refs(self, owner: str, ids: Collection[str]) -> dict[str, int]:
         """The owner's reference of each of ``ids`` that has one (every memory stored since
-        migration 10, and every one stored before that was not deleted first)."""
-        found: dict[str, int] = {}
-        keys = sorted(set(ids))
-        for chunk in self._ref_batches(keys) if keys else ():
-            with self.conn.id_filter("id", chunk) as (where, extra):
-                found.update(
-                    (i, int(r))
-                    for i, r in self.conn.fetchall(
-                        f"SELECT id, ref FROM node_refs WHERE owner = ? AND {where}", [owner, *extra]
-                    )
-                )
+        migration 10, and every one stored before that was not deleted first).
+
+        A reference never changes and only forgetting its owner removes it, so references read
+        before are kept per connection (``_KnownRefs``) while the number of times the owner was
+        forgotten reads the same; only ids not seen before are looked up. References this
+        transaction may have written itself (it stored memories of the owner) are not kept: it
+        may still roll back."""
+        keys = set(ids)
+        if not keys:
+            return {}
+        known = _KNOWN_REFS.get(self.conn)
+        before = known.of(owner) if known is not None else {}
+        skipped = keys & before.keys()
+        epoch, found = self._look_up_refs(owner, keys - skipped)
+        if known is None:
+            return found
+        cached = known.of(owner, epoch)
+        if skipped and cached is not before:  # forgotten since they were read: read them again
+            found.update(self._look_up_refs(owner, skipped)[1])
+        else:
+            found.update((k, cached[k]) for k in skipped)
+        if owner not in self._memory_written:
+            cached.update(found)
+            known.trim()
         return found
+
+    def _look_up_refs(self, owner: str, keys: Collection[str]) -> tuple[int, dict[str, int]]:
+        """(how many times the owner was forgotten, the references of ``keys``), in one query."""
+        epoch = "SELECT NULL, count(*) FROM deletions WHERE owner = ? AND kind = 'owner'"
+        if not keys:
+            ((_, count),) = self.conn.fetchall(epoch, [owner])
+            return int(count), {}
+        if self.backend == "postgresql":  # one text parameter: adapting a list costs more than the lookup
+            rows = self.conn.fetchall(
+                f"{epoch} UNION ALL SELECT id, ref FROM node_refs WHERE owner = ? AND id = ANY(string_to_array(?, ','))",
+                [owner, owner, ",".join(sorted(keys))],
+            )
+        else:
+            with self.conn.id_filter("id", sorted(keys)) as (where, extra):
+                rows = self.conn.fetchall(
+                    f"{epoch} UNION ALL SELECT id, ref FROM node_refs WHERE owner = ? AND {where}",
+                    [owner, owner, *extra],
+                )
+        count = next(int(r) for i, r in rows if i is None)
+        return count, {i: int(r) for i, r in rows if i is not None}
 
     def node_ids_of_refs(self, owner: str, refs: Sequence[int]) -> dict[int, str]:
         """The node id each of the owner's ``refs`` names (refs the owner does not hold are absent)."""
-        found: dict[int, str] = {}
         keys = sorted({int(r) for r in refs})
         if not keys:
-            return found
+            return {}
         if self.backend == "postgresql":
-            for chunk in self._ref_batches(keys):
-                rows = self.conn.fetchall(
-                    "SELECT ref, id FROM node_refs WHERE owner = ? AND ref = ANY(?)", [owner, chunk]
-                )
-                found.update((int(r), i) for r, i in rows)
-            return found
+            rows = self.conn.fetchall(
+                "SELECT ref, id FROM node_refs WHERE owner = ? AND ref = ANY(string_to_array(?, ',')::bigint[])",
+                [owner, ",".join(map(str, keys))],
+            )
+            return {int(r): i for r, i in rows}
+        found: dict[int, str] = {}
         for chunk in _chunks(keys):
             rows = self.conn.fetchall(
                 f"SELECT ref, id FROM node_refs WHERE owner = ? AND ref IN ({_placeholders(len(chunk))})",
@@ -217,10 +299,6 @@ class NodeRows(SessionBase):
             )
             found.update((int(r), i) for r, i in rows)
         return found
-
-    def _ref_batches(self, keys: Sequence[Any]) -> list[Sequence[Any]]:
-        size = self.conn.id_batch
-        return [keys] if size is None else list(_chunks(keys, size))
 
     def write_versions(self, versions: Sequence[MemoryNode]) -> None:
         """Append new versions of existing nodes; each must follow the current version."""

@@ -106,7 +106,7 @@ class ReceiptRows(SessionBase):
             pools = {i: _pool_ids(rows[i][_POOL]) for i in at}
             texts = {i: (_id_texts(rows[i][_NODE_IDS]), _id_texts(rows[i][_BASE_IDS])) for i in at}
             wanted = {t for i in at for t in (*texts[i][0], *texts[i][1], *(pools[i][0] if pools[i] else ()))}
-            refs = {**NodeRows.node_refs(self, owner, sorted(wanted - {""})), "": NO_NODE}
+            refs = {**NodeRows.node_refs(self, owner, wanted - {""}), "": NO_NODE}
             for i in at:
                 row = list(rows[i])
                 nodes, bases = texts[i]
@@ -272,11 +272,16 @@ def _pool_ids(pool: bytes | None) -> tuple[list[str], bytes] | None:
     if found is None:
         return None
     ids, body = found
-    h = ids.hex()
-    return [
-        f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-{h[i + 12 : i + 16]}-{h[i + 16 : i + 20]}-{h[i + 20 : i + 32]}"
-        for i in range(0, len(h), 32)
-    ], body
+    return _uuid_texts(ids), body
+
+
+def _uuid_texts(ids: bytes) -> list[str]:
+    """16-byte UUIDs as their canonical texts (``str(UUID)``), formatted in one pass."""
+    digits = np.frombuffer(ids.hex().encode("ascii"), dtype="S1").reshape(-1, 32)
+    dash = np.full((digits.shape[0], 1), b"-", dtype="S1")
+    parts = (digits[:, :8], dash, digits[:, 8:12], dash, digits[:, 12:16], dash, digits[:, 16:20], dash, digits[:, 20:])
+    text = np.hstack(parts).tobytes().decode("ascii")
+    return [text[i : i + 36] for i in range(0, len(text), 36)]
 
 
 def _texts_by_reference(refs: list[int]) -> str:

@@ -9,6 +9,7 @@ backend under test there, so the stored form is exercised on DuckDB too."""
 
 from __future__ import annotations
 
+import uuid
 import zlib
 
 import numpy as np
@@ -112,14 +113,14 @@ def test_a_new_pool_and_projection_name_nodes_by_reference_and_read_back_byte_id
 
 
 def test_a_node_without_a_reference_is_stored_by_its_id_and_reads_the_same(client):
-    response = _retrieval(client)
-    doomed = str(response.results[0].node_id)
-    _tamper_refs(client.store, "DELETE FROM node_refs WHERE id = ?", [doomed])
-    again = client.retrieve("bicycle brake pads chain", owner="alice")
-    assert doomed in {str(r.node_id) for r in again.results}
-    pool, nodes, _ = _stored(client.store, str(again.metadata.request_id))
-    assert pool.startswith(STORED_POOL_MAGIC) and doomed in nodes  # ids kept as they came
-    _check_read_back(client, again)
+    client.store_batch("alice", [{"content": t, "session_id": "s1"} for t in TEXTS])
+    doomed = next(n for n in client.scan("alice").items if "chain" in n.content)
+    _tamper_refs(client.store, "DELETE FROM node_refs WHERE id = ?", [str(doomed.id)])
+    response = client.retrieve("bicycle brake pads chain", owner="alice")
+    assert doomed.id in {r.node_id for r in response.results}
+    pool, nodes, _ = _stored(client.store, str(response.metadata.request_id))
+    assert pool.startswith(STORED_POOL_MAGIC) and str(doomed.id) in nodes  # ids kept as they came
+    _check_read_back(client, response)
 
 
 def test_a_deleted_memory_keeps_its_reference_and_its_receipts_still_replay(client):
@@ -273,3 +274,26 @@ def test_a_stored_pool_cut_short_is_refused(cut):
         packed_from_stored(stored[: len(STORED_POOL_MAGIC) + cut])
     with pytest.raises(ValueError, match="stored pool"):
         packed_from_stored(stored[:-cut])
+
+
+def test_references_read_before_an_owner_was_forgotten_are_not_reused(client):
+    first = client.store_memory("alice", "the bicycle bell is broken")
+    client.store_batch("alice", TEXTS)
+    client.retrieve("bicycle bell", owner="alice")  # the connection now knows the bell's reference
+    client.forget_owner("alice")
+    client.store_batch("alice", [{"id": str(first.id), "content": "the bicycle bell was fixed"}, *TEXTS])
+    response = client.retrieve("bicycle bell", owner="alice")
+    assert first.id in {r.node_id for r in response.results}
+    assert _stored(client.store, str(response.metadata.request_id))[0].startswith(NODE_REFS_MAGIC)
+    _check_read_back(client, response)
+
+
+def test_references_a_rolled_back_transaction_read_are_not_kept(client):
+    kept = client.store_memory("alice", "the bicycle bell is broken")
+    ghost = kept.model_copy(update={"id": uuid.uuid4()})
+    with pytest.raises(RuntimeError), client.store.transaction() as tx:
+        tx.insert_nodes([ghost], caller_ids=[])
+        assert set(tx.node_refs("alice", [str(ghost.id), str(kept.id)])) == {str(ghost.id), str(kept.id)}
+        raise RuntimeError("roll back")
+    with client.store.transaction() as tx:
+        assert set(tx.node_refs("alice", [str(ghost.id), str(kept.id)])) == {str(kept.id)}
