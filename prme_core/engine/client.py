@@ -72,7 +72,7 @@ class MemoryClient(Administration):
             embedder=embedder or HashedEmbedding(),
             reranker=reranker,
             reranker_settings=reranker_settings,
-            profile_resolver=PointerResolver(self.store),
+            profile_resolver=PointerResolver(self.store).resolve,
             bm25=self.settings.bm25,
         )
 

@@ -55,7 +55,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from prme_core.canonical import EMPTY_SHA256, assert_finite, canonical_json
 from prme_core.features import INTERACTION_NAMES, RECEIPT_LAYOUTS, TRACE_FEATURES, FeatureLayout, layout_for
 from prme_core.receipts.pool import CandidatePool, PoolColumns, PoolSummary, pool_digest, replay_context
-from prme_core.receipts.projection import projection_digest
+from prme_core.receipts.projection import PackedProjection, projection_digest
 from prme_core.receipts.replay import ReplayResult, check_replay, replay
 from prme_core.receipts.versioned import apply_history, candidate_dict, drop_newer, trace_by_layout
 from prme_core.receipts.versions import (
@@ -275,6 +275,7 @@ class RetrievalReceipt(FrozenModel):
     pool: CandidatePool | PoolSummary | None = None
     projection_sha256: Sha256Hex
     _columns: dict[str, list[Any]] | None = PrivateAttr(default=None)
+    _packed: PackedProjection | None = PrivateAttr(default=None)
     _pool_columns: PoolColumns | None = PrivateAttr(default=None)
     _pool_packed: bytes | None = PrivateAttr(default=None)
 
@@ -456,6 +457,14 @@ class RetrievalReceipt(FrozenModel):
         self._pool_columns, self._pool_packed = columns, bytes(packed)
         return self
 
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> RetrievalReceipt:
+        """A copy; with ``update`` it drops the projection caches, which the changed fields may
+        no longer match (the pool binding is kept: ``attach_pool`` checks it when it is made)."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy._columns = copy._packed = None
+        return copy
+
     def __eq__(self, other: object) -> bool:
         # Equality is by field values; the private projection cache must not take part.
         return isinstance(other, RetrievalReceipt) and self.__dict__ == other.__dict__
@@ -472,7 +481,7 @@ class RetrievalReceipt(FrozenModel):
         draft = cls.model_validate({**fields, "projection_sha256": "0" * 64}, context={"prme_draft": True})
         digest = projection_digest(draft)
         receipt = draft.model_copy(update={"projection_sha256": digest})
-        receipt._columns = draft._columns
+        receipt._columns, receipt._packed = draft._columns, draft._packed  # not derived from the digest
         if packed is not None:
             receipt.attach_pool(packed, columns)
         elif isinstance(receipt.pool, PoolSummary):

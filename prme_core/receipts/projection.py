@@ -63,6 +63,7 @@ class Projectable(Protocol):
     candidates: Sequence[Any]  # ``ReceiptCandidate``s
     pool: Any  # version 11: a ``PoolSummary`` (its ``sha256`` enters the header)
     _columns: dict[str, list[Any]] | None  # the model's cache of ``candidate_columns``
+    _packed: PackedProjection | None  # the model's cache of ``packed_projection``
 
 
 def scope_key(scopes: Sequence[str]) -> str:
@@ -213,7 +214,13 @@ def pack_columns(header: Mapping[str, Any], columns: Mapping[str, Sequence[Any]]
 
 
 def packed_projection(receipt: Projectable) -> PackedProjection:
-    return pack_columns(receipt_header(receipt), candidate_columns(receipt))
+    """The receipt's packed projection, computed once per receipt object (receipts are
+    immutable; ``RetrievalReceipt.model_copy`` with updates starts without it): building a
+    receipt checks its digest and storing it writes the same bytes."""
+    cached = receipt._packed
+    if cached is None:
+        cached = receipt._packed = pack_columns(receipt_header(receipt), candidate_columns(receipt))
+    return cached
 
 
 def projection_digest(receipt: Projectable) -> str:

@@ -277,9 +277,12 @@ class CorpusCache:
         self._cache: OrderedDict[str, Corpus] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, owner: str) -> Corpus:
+    def get(self, owner: str, revision: int | None = None) -> Corpus:
+        """The owner's corpus at ``revision`` or newer: the owner's memory revision, read by the
+        caller just now (the pipeline reads it with the profile pointer), or None to read it here."""
         with self.store.transaction(read_only=True) as tx:
-            revision = tx.memory_revision(owner)  # first: the rows read below are at least this new
+            if revision is None:
+                revision = tx.memory_revision(owner)  # first: the rows read below are at least this new
             with self._lock:
                 cached = self._cache.get(owner)
                 if cached is not None:

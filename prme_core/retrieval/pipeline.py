@@ -67,11 +67,16 @@ from prme_core.types import (
 
 log = logging.getLogger(__name__)
 
-ProfileResolver = Callable[[str, tuple[str, ...], ScoringWeights, str], ProfileResolution]
+ProfileResolver = Callable[[str, tuple[str, ...], ScoringWeights, str], tuple[ProfileResolution, int | None]]
+"""(owner, scopes, base scoring, feature identity) → the resolution and, when the resolver read it
+in the same statement as the pointer, the owner's memory revision (None: the corpus cache reads
+it); ``profiles.resolution.PointerResolver.resolve``."""
 
 
-def _no_profiles(owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, features_sha: str) -> ProfileResolution:
-    return ProfileResolution("none")
+def _no_profiles(
+    owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, features_sha: str
+) -> tuple[ProfileResolution, int | None]:
+    return ProfileResolution("none"), None
 
 
 class RetrievalPipeline:
@@ -110,15 +115,16 @@ class RetrievalPipeline:
         started = time.perf_counter()
         request_id = uuid4()
         features = self.features_for_request()
+        revision = None
         if request.ranking_multipliers is not None:
             resolution = ProfileResolution(
                 "request_override", request.ranking_multipliers, None, "explicit_multipliers"
             )
         else:
-            resolution = self.resolve_profile(
+            resolution, revision = self.resolve_profile(
                 request.owner, request.scopes, request.scoring, feature_identity_sha256(features)
             )
-        corpus = self.corpora.get(request.owner)
+        corpus = self.corpora.get(request.owner, revision)
         run = Run(self, request, corpus, resolution)
         ranked = run.rank()
         bundle = pack_run(run, ranked)

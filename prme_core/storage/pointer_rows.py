@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from prme_core.storage.operation_log import row_operation
 from prme_core.storage.records import StoredOperation
 from prme_core.storage.sql import OPERATION_COLUMNS, SessionBase
@@ -10,50 +12,72 @@ _OP_SELECT = ", ".join(OPERATION_COLUMNS)
 _NO_OP = ", ".join(["NULL"] * len(OPERATION_COLUMNS))
 
 
+class PointerRead(NamedTuple):
+    """What one pointer statement read (``PointerRows.pointer_read``)."""
+
+    head: tuple[str, int | None] | None  # (operation id, log seq) the head row names
+    newest: int | None  # log seq of the change index's newest entry
+    operation: StoredOperation | None  # the operation asked for by id (unverified)
+    memory_revision: int | None  # the owner's memory revision, when asked for
+
+
 class PointerRows(SessionBase):
     """The pointer head rows and the pointer-change index."""
+
+    def pointer_read(
+        self, owner: str, scope_key: str, op_id: str | None = None, *, memory_revision: bool = False
+    ) -> PointerRead:
+        """In one statement: the head row of (owner, scope key), the change index's newest
+        position, with ``op_id`` that operation from the log (looked up by id alone, see
+        ``operation_at``), and with ``memory_revision`` the owner's memory revision exactly as
+        ``StoreSession.memory_revision`` reads it (its row, else the floor its deletion records
+        left, else 0): a retrieval reads its profile pointer and its corpus's revision in one
+        round trip instead of two."""
+        branches, params = [], []
+        if op_id is not None:
+            # The typed branch first: PostgreSQL types a UNION's NULL columns from the branches before.
+            branches.append(f"SELECT 2, NULL, NULL, {_OP_SELECT} FROM operations WHERE id = ?")
+            params.append(op_id)
+        pad = f", {_NO_OP}" if op_id is not None else ""
+        branches.append(f"SELECT 0, op_id, op_seq{pad} FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ?")
+        branches.append(f"SELECT 1, NULL, max(seq){pad} FROM ranking_pointer_changes WHERE owner = ? AND scope_key = ?")
+        params += [owner, scope_key, owner, scope_key]
+        if memory_revision:
+            branches.append(f"SELECT 3, NULL, revision{pad} FROM memory_revisions WHERE owner = ?")
+            branches.append(f"SELECT 4, NULL, max(revision_floor){pad} FROM deletions WHERE owner = ?")
+            params += [owner, owner]
+        head = newest = op = revision = floor = None
+        for kind, head_op, seq, *row in self.conn.fetchall(" UNION ALL ".join(branches), params):
+            kind = int(kind)
+            if kind == 0:
+                head = (head_op, None if seq is None else int(seq))
+            elif kind == 1:
+                newest = None if seq is None else int(seq)
+            elif kind == 2:
+                op = row_operation(row)
+            elif kind == 3:
+                revision = int(seq)
+            else:
+                floor = int(seq or 0)
+        if memory_revision and revision is None:
+            revision = floor if floor is not None else 0
+        return PointerRead(head, newest, op, revision)
 
     def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None, int | None]:
         """In one statement: (operation id, log seq) named by the head row of (owner, scope key),
         and the log seq of the newest entry of the append-only change index; None where there is
         no such row."""
-        rows = self.conn.fetchall(
-            "SELECT 0, op_id, op_seq FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? UNION ALL "
-            "SELECT 1, NULL, max(seq) FROM ranking_pointer_changes WHERE owner = ? AND scope_key = ?",
-            [owner, scope_key, owner, scope_key],
-        )
-        head, newest = None, None
-        for kind, op_id, seq in rows:
-            if int(kind) == 0:
-                head = (op_id, None if seq is None else int(seq))
-            elif seq is not None:
-                newest = int(seq)
-        return head, newest
+        read = self.pointer_read(owner, scope_key)
+        return read.head, read.newest
 
     def pointer_position_and_operation(
         self, owner: str, scope_key: str, op_id: str
     ) -> tuple[tuple[str, int | None] | None, int | None, StoredOperation | None]:
         """``pointer_position`` and, in the same statement, operation ``op_id`` from the log
         (unverified; None when absent): a reader that expects the head to still name ``op_id``
-        reads the head and that change in one round trip instead of two. The operation is looked
-        up by id alone (see ``operation_at``)."""
-        rows = self.conn.fetchall(
-            # The typed branch first: PostgreSQL types a UNION's NULL columns from the branches before.
-            f"SELECT 2, NULL, NULL, {_OP_SELECT} FROM operations WHERE id = ? "
-            f"UNION ALL SELECT 0, op_id, op_seq, {_NO_OP} FROM ranking_pointer_heads WHERE owner = ? AND scope_key = ? "
-            f"UNION ALL SELECT 1, NULL, max(seq), {_NO_OP} FROM ranking_pointer_changes "
-            "WHERE owner = ? AND scope_key = ?",
-            [op_id, owner, scope_key, owner, scope_key],
-        )
-        head, newest, op = None, None, None
-        for kind, head_op, seq, *row in rows:
-            if int(kind) == 0:
-                head = (head_op, None if seq is None else int(seq))
-            elif int(kind) == 1:
-                newest = None if seq is None else int(seq)
-            else:
-                op = row_operation(row)
-        return head, newest, op
+        reads the head and that change in one round trip instead of two."""
+        read = self.pointer_read(owner, scope_key, op_id)
+        return read.head, read.newest, read.operation
 
     def write_pointer_head(self, owner: str, scope_key: str, op: StoredOperation) -> None:
         """Point the head row of (owner, scope key) at a stored pointer change."""
