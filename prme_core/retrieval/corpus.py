@@ -77,7 +77,9 @@ class _VectorIndex:
 
     Hashed embeddings hold a few small integers per row, so they are kept as a CSR matrix: the
     product reads a fifth of the bytes of a dense one and integer sums stay exact (hence
-    deterministic). Real-valued embeddings stay dense and use ``cosine_scores``.
+    deterministic, in any order). Stored by column, a query reads only the columns where it is
+    non-zero (a tenth of the matrix for a short query). Real-valued embeddings stay dense and
+    use ``cosine_scores``.
     """
 
     def __init__(self, matrix: np.ndarray) -> None:
@@ -85,14 +87,15 @@ class _VectorIndex:
         self.norms = row_norms(matrix)
         integral = matrix.size == 0 or bool(np.all(matrix == np.round(matrix)))
         exact = integral and (not self.norms.size or float(self.norms.max()) ** 2 < 2.0**24)
-        self.sparse = sparse.csr_matrix(matrix) if exact and matrix.size else None
+        self.sparse = sparse.csc_matrix(matrix) if exact and matrix.size else None
 
     def cosine(self, query: np.ndarray) -> np.ndarray:
         q = np.asarray(query, dtype=np.float32)
         qnorm = float(np.sqrt(np.sum(q.astype(np.float64) ** 2)))
         if self.sparse is None or qnorm**2 >= 2.0**24:
             return cosine_scores(self.matrix, self.norms, q, qnorm)
-        dots = (self.sparse @ q).astype(np.float64)
+        used = np.flatnonzero(q)
+        dots = (self.sparse[:, used] @ q[used]).astype(np.float64)
         denominator = self.norms * qnorm
         out = np.zeros(dots.shape[0], dtype=np.float64)
         np.divide(dots, denominator, out=out, where=denominator > 0.0)
