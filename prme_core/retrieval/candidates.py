@@ -68,8 +68,13 @@ def _top_k(scores: np.ndarray, eligible: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k highest positive eligible scores, ties broken by corpus order."""
     candidates = np.flatnonzero(eligible & (scores > 0.0))
     if candidates.size > k:
-        order = np.lexsort((candidates, -scores[candidates]))
-        candidates = np.sort(candidates[order[:k]])
+        # Every score above the k-th highest, then the first of those equal to it in corpus
+        # order (a partition, not a sort of the whole corpus); returned in corpus order.
+        values = scores[candidates]
+        kth = np.partition(values, candidates.size - k)[candidates.size - k]
+        keep = values > kth
+        keep[np.flatnonzero(values == kth)[: k - int(np.count_nonzero(keep))]] = True
+        candidates = candidates[keep]
     return candidates
 
 
