@@ -42,6 +42,7 @@ def assemble_receipt(
     entries = {e.node_id: e for e in bundle.entries}
     formula = 1 if run.applied.fusion == "weighted" else 2
     pool, columns, packed = pool_record(run)
+    scored = _Scored(run)
     candidates = []
     for r in ranked:
         node = c.uuids[r.row]
@@ -54,7 +55,7 @@ def assemble_receipt(
                 score=r.score,
                 paths=tuple(sorted(r.paths)),
                 cross_scope=r.cross_scope,
-                provenance=provenance(run, r, formula),
+                provenance=provenance(run, r, formula, scored),
                 reranker_score=r.reranker_score,
                 in_context=entry is not None,
                 context_position=position.get(node),
@@ -173,12 +174,22 @@ def pool_neighbours(run: Run, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return offsets.astype(np.int64), refs.astype(np.int64), outside
 
 
-def provenance(run: Run, r: Ranked, formula: int) -> ScoreProvenance:
-    f = run.features[r.source]
+class _Scored:
+    """A run's per-member features, path scores and base scores as Python floats, converted
+    once for all the candidates of a receipt instead of once per candidate."""
+
+    def __init__(self, run: Run) -> None:
+        self.features: list[list[float]] = run.features.tolist()
+        self.path_scores: list[float] = run.path_scores.tolist()
+        self.base: list[float] = run.base.tolist()
+
+
+def provenance(run: Run, r: Ranked, formula: int, scored: _Scored | None = None) -> ScoreProvenance:
+    s = scored or _Scored(run)
     trace = ScoreTrace(
-        **dict(zip(TRACE_FEATURES, f.tolist(), strict=True)),
-        path_score=float(run.path_scores[r.source]),
-        base_score=float(run.base[r.source]),
+        **dict(zip(TRACE_FEATURES, s.features[r.source], strict=True)),
+        path_score=s.path_scores[r.source],
+        base_score=s.base[r.source],
     )
     fusion = None
     if formula == 2:
