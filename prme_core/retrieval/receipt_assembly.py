@@ -42,7 +42,7 @@ def assemble_receipt(
     entries = {e.node_id: e for e in bundle.entries}
     formula = 1 if run.applied.fusion == "weighted" else 2
     pool, columns, packed = pool_record(run)
-    scored = _Scored(run)
+    scored = _Scored(run) if ranked else None  # an empty pool has no feature arrays
     candidates = []
     for r in ranked:
         node = c.uuids[r.row]
