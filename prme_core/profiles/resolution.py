@@ -48,7 +48,7 @@ class PointerResolver:
         self._verified: OrderedDict[tuple[str, str], tuple[StoredOperation, RankingProfileState]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _read(self, owner: str, key: str) -> tuple[RankingProfileState | None, int]:
+    def _read(self, owner: str, key: str) -> tuple[RankingProfileState | None, int | None]:
         """``registry.pointer_head`` and the owner's memory revision, in one statement when this
         scope set's change was verified before (see the module docstring)."""
         with self._lock:
@@ -65,7 +65,6 @@ class PointerResolver:
             else:
                 op = tx.operation_at(*at)
         revision = read.memory_revision
-        assert revision is not None
         if at is None:
             return None, revision
         if known is not None and op is not None and op == known[0]:
@@ -91,7 +90,8 @@ class PointerResolver:
         self, owner: str, scopes: tuple[str, ...], scoring: ScoringWeights, features_sha256: str
     ) -> tuple[ProfileResolution, int | None]:
         """The resolution, and the owner's memory revision read in the same statement as the
-        pointer (None when the pointer failed verification: the corpus cache then reads it)."""
+        pointer (None when the owner has no revision row or the pointer failed verification: the
+        corpus cache then reads it)."""
         key = scope_key(scopes)
         try:
             try:

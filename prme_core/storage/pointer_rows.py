@@ -18,7 +18,7 @@ class PointerRead(NamedTuple):
     head: tuple[str, int | None] | None  # (operation id, log seq) the head row names
     newest: int | None  # log seq of the change index's newest entry
     operation: StoredOperation | None  # the operation asked for by id (unverified)
-    memory_revision: int | None  # the owner's memory revision, when asked for
+    memory_revision: int | None  # the owner's memory revision row, when asked for and present
 
 
 class PointerRows(SessionBase):
@@ -29,10 +29,11 @@ class PointerRows(SessionBase):
     ) -> PointerRead:
         """In one statement: the head row of (owner, scope key), the change index's newest
         position, with ``op_id`` that operation from the log (looked up by id alone, see
-        ``operation_at``), and with ``memory_revision`` the owner's memory revision exactly as
-        ``StoreSession.memory_revision`` reads it (its row, else the floor its deletion records
-        left, else 0): a retrieval reads its profile pointer and its corpus's revision in one
-        round trip instead of two."""
+        ``operation_at``), and with ``memory_revision`` the owner's memory revision row (None
+        without one: an owner never written or forgotten, whose revision
+        ``StoreSession.memory_revision`` reads from the deletion records): a retrieval reads its
+        profile pointer and its corpus's revision in one round trip instead of two. (Reading the
+        deletion floor here too cost DuckDB more than the second statement it saves, measured.)"""
         branches, params = [], []
         if op_id is not None:
             # The typed branch first: PostgreSQL types a UNION's NULL columns from the branches before.
@@ -44,9 +45,8 @@ class PointerRows(SessionBase):
         params += [owner, scope_key, owner, scope_key]
         if memory_revision:
             branches.append(f"SELECT 3, NULL, revision{pad} FROM memory_revisions WHERE owner = ?")
-            branches.append(f"SELECT 4, NULL, max(revision_floor){pad} FROM deletions WHERE owner = ?")
-            params += [owner, owner]
-        head = newest = op = revision = floor = None
+            params.append(owner)
+        head = newest = op = revision = None
         for kind, head_op, seq, *row in self.conn.fetchall(" UNION ALL ".join(branches), params):
             kind = int(kind)
             if kind == 0:
@@ -55,12 +55,8 @@ class PointerRows(SessionBase):
                 newest = None if seq is None else int(seq)
             elif kind == 2:
                 op = row_operation(row)
-            elif kind == 3:
-                revision = int(seq)
             else:
-                floor = int(seq or 0)
-        if memory_revision and revision is None:
-            revision = floor if floor is not None else 0
+                revision = int(seq)
         return PointerRead(head, newest, op, revision)
 
     def pointer_position(self, owner: str, scope_key: str) -> tuple[tuple[str, int | None] | None, int | None]:

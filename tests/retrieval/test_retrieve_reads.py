@@ -1,6 +1,7 @@
 """What a retrieval reads and computes once (issue 28, faster retrieve): the owner's memory
-revision comes with the profile pointer in one statement and equals what
-``StoreSession.memory_revision`` reads; a receipt's packed projection is computed once and is
+revision row comes with the profile pointer in one statement and equals what
+``StoreSession.memory_revision`` reads (an owner without the row, never written or forgotten, is
+read by ``memory_revision`` itself); a receipt's packed projection is computed once and is
 exactly what its digest and its stored row hold."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from prme_core.storage.session import StoreSession
 OWNER = "reads-owner"
 
 
-def _revisions(client: MemoryClient, owner: str) -> tuple[int, int, int]:
+def _revisions(client: MemoryClient, owner: str) -> tuple[int, int | None, int | None]:
     """(memory_revision, pointer_read's revision without and with an operation id)."""
     key = scope_key(tuple(client.settings.scopes))
     with client.store.transaction(read_only=True) as tx:
@@ -27,19 +28,33 @@ def _revisions(client: MemoryClient, owner: str) -> tuple[int, int, int]:
         )
 
 
-def test_pointer_read_reads_the_memory_revision_as_memory_revision_does(client: MemoryClient) -> None:
-    never = _revisions(client, OWNER)
-    assert never == (0, 0, 0)
+def test_pointer_read_reads_the_memory_revision_row_as_memory_revision_does(client: MemoryClient) -> None:
+    assert _revisions(client, OWNER) == (0, None, None)  # never written: no row
     client.store_memory(OWNER, "the first memory")
     client.store_memory(OWNER, "the second memory")
     written = _revisions(client, OWNER)
     assert len(set(written)) == 1 and written[0] > 0
     client.forget_owner(OWNER)
     forgotten = _revisions(client, OWNER)
-    assert len(set(forgotten)) == 1 and forgotten[0] >= written[0]
+    assert forgotten[1:] == (None, None) and forgotten[0] >= written[0]  # the floor, from the deletion record
     client.store_memory(OWNER, "a memory after forgetting")
     again = _revisions(client, OWNER)
     assert len(set(again)) == 1 and again[0] > forgotten[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found here, not caused here (053dd6a behaves the same): forget_owner records as the floor the revision "
+    "the owner had, so memory_revision reads the cached corpus's own revision after forgetting and the corpus cache "
+    "keeps serving the forgotten memories; memory/erasure.py should record floor + 1",
+)
+def test_a_forgotten_owners_memories_are_not_retrieved_from_the_cached_corpus(client: MemoryClient) -> None:
+    client.store_memory(OWNER, "quartz lanterns glow at dusk")
+    assert client.retrieve("quartz lanterns", owner=OWNER).results
+    client.forget_owner(OWNER)
+    assert not client.retrieve("quartz lanterns", owner=OWNER).results
+    client.store_memory(OWNER, "quartz lanterns again")
+    assert [r.content for r in client.retrieve("quartz lanterns", owner=OWNER).results] == ["quartz lanterns again"]
 
 
 def test_a_retrieve_reads_the_revision_with_the_pointer_only(
