@@ -81,16 +81,20 @@ def _share(hits: int, total: int) -> float:
 
 def interaction_features(query: QueryTerms, corpus: Corpus, rows: Sequence[int]) -> np.ndarray:
     """(len(rows), 3) float64 matrix in ``INTERACTION_NAMES`` order, each value in [0, 1]."""
-    out = np.zeros((len(rows), len(INTERACTION_NAMES)), dtype=np.float64)
     q_terms, q_bigrams, q_names = query.terms, query.bigrams, query.names
-    if not q_terms:
-        return out
+    if not q_terms or not rows:
+        return np.zeros((len(rows), len(INTERACTION_NAMES)), dtype=np.float64)
     nt, nb, nn = len(q_terms), len(q_bigrams), len(q_names)
-    for i, row in enumerate(rows):
-        terms, pairs = _row_terms(corpus, row)
-        out[i, 0] = _share(len(q_terms & terms), nt)
-        if nb:
-            out[i, 1] = _share(len(q_bigrams & pairs), nb)
-        if nn:
-            out[i, 2] = _share(len(q_names & terms), nn)
-    return out
+    cache: dict[int, Terms] = corpus.extras.setdefault(_CACHE_KEY, {})
+    values = []  # one Python list, converted once (assigning numpy cells one by one cost more)
+    for row in rows:
+        found = cache.get(row)
+        terms, pairs = found if found is not None else _row_terms(corpus, row)
+        values.append(
+            (
+                len(q_terms & terms) / nt,
+                _share(len(q_bigrams & pairs), nb),
+                _share(len(q_names & terms), nn),
+            )
+        )
+    return np.array(values, dtype=np.float64).reshape(len(rows), len(INTERACTION_NAMES))

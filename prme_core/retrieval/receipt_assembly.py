@@ -24,6 +24,7 @@ from prme_core.receipts.model import (
 )
 from prme_core.receipts.pool import PoolColumns, PoolSummary, replay_context
 from prme_core.retrieval import candidates as generation
+from prme_core.retrieval.corpus import Corpus
 from prme_core.retrieval.packing import ContextBundle
 from prme_core.retrieval.ranked import Ranked
 from prme_core.retrieval.ranking import path_mask
@@ -124,9 +125,10 @@ def pool_record(run: Run) -> tuple[PoolSummary, PoolColumns, bytes]:
         complete=size <= depth,
         replayable=reason is None,
     )
-    columns = PoolColumns.of(
-        tuple(c.uuids[r] for r in rows),
-        tuple(c.uuids[r] for r in outside.tolist()),
+    id_bytes = node_id_bytes(c)
+    columns = PoolColumns(
+        node_bytes=id_bytes[np.asarray(rows, dtype=np.int64)].tobytes(),
+        outside_bytes=id_bytes[outside].tobytes(),
         features=run.features[chosen] if rows else np.zeros((0, len(TRACE_FEATURES))),
         paths=np.array([path_mask(run.pool.paths[i]) for i in chosen], dtype=np.uint8),
         cross_scope=np.array([cross[i] for i in chosen], dtype=bool),
@@ -147,6 +149,16 @@ def pool_record(run: Run) -> tuple[PoolSummary, PoolColumns, bytes]:
         episodic=run.episodic,
     )
     return summary, columns, packed
+
+
+def node_id_bytes(corpus: Corpus) -> np.ndarray:
+    """The corpus's node ids as 16-byte rows (``UUID.bytes``, built once per corpus), so a
+    pool's ids are one gather instead of a conversion per member."""
+    found = corpus.extras.get("node_id_bytes")
+    if found is None:
+        raw = b"".join(u.bytes for u in corpus.uuids)
+        found = corpus.extras["node_id_bytes"] = np.frombuffer(raw, dtype=np.uint8).reshape(len(corpus.uuids), 16)
+    return found
 
 
 def pool_neighbours(run: Run, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
