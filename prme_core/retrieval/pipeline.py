@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from prme_core.retrieval.execution import execution_features, feature_identity_s
 from prme_core.retrieval.formula import SortPolicy, rank_fused_scores
 from prme_core.retrieval.interaction import QueryTerms, interaction_features
 from prme_core.retrieval.multipliers import adjusted_weights
-from prme_core.retrieval.packing import ContextBundle
+from prme_core.retrieval.packing import ContextEntry
 from prme_core.retrieval.query_analysis import QueryAnalysis, analyze_query, temporal_affinity
 from prme_core.retrieval.ranked import Op, Ranked, ordered
 from prme_core.retrieval.ranking import ScoredPool, formula_scores, path_score, rank_pool
@@ -135,7 +135,8 @@ class RetrievalPipeline:
         except Exception as exc:  # noqa: BLE001 - retrieval must survive any logging failure
             persisted, error = False, f"{type(exc).__name__}: {exc}"
             log.warning("retrieval %s: receipt not persisted: %s", request_id, error)
-        results = tuple(run.result(i, r, bundle) for i, r in enumerate(ranked))
+        entries = {e.node_id: e for e in bundle.entries}
+        results = tuple(run.result(i, r, entries) for i, r in enumerate(ranked))
         meta = RetrievalMetadata(
             request_id=request_id,
             receipt_persisted=persisted,
@@ -347,10 +348,11 @@ class Run:
 
     # --- packing and recording ----------------------------------------------------------
 
-    def result(self, rank: int, r: Ranked, bundle: ContextBundle) -> RetrievedMemory:
+    def result(self, rank: int, r: Ranked, entries: dict[UUID, ContextEntry]) -> RetrievedMemory:
+        """The returned memory at ``rank``; ``entries`` are the bundle's entries by node id."""
         c = self.corpus
         node = c.uuids[r.row]
-        entry = bundle.entry(node)
+        entry = entries.get(node)
         return RetrievedMemory(
             node_id=node,
             rank=rank,

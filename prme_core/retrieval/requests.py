@@ -282,6 +282,8 @@ def _merged(model: type, default: Any, override: Any, field: str, extra: Mapping
     if isinstance(override, model):
         base = override.model_dump()
     elif override is None:
+        if not extra and type(default) is model:
+            return default  # validated when it was made, and immutable: validating its dump again yields it
         base = default.model_dump()
     elif isinstance(override, BaseModel):  # a validated overrides model: only the fields it sets
         base = {**default.model_dump(), **override.model_dump(exclude_none=True)}
