@@ -106,7 +106,8 @@ def forget_owner(store: Store, owner: Any, *, actor: str | None = None) -> Delet
     who = _check_actor(actor)
     with store.transaction() as tx:
         tx.lock(f"owner:{owner}")
-        floor = tx.memory_revision(owner)
+        # the owner's revision moves past every corpus cached before the forget, so none is served again
+        floor = tx.memory_revision(owner) + 1
         rows = tx.erase_owner(owner)
         record = {"kind": "owner", "rows": rows}
         seq, checksum, deleted_us = tx.insert_deletion(owner, "owner", None, record, who, floor)

@@ -42,12 +42,6 @@ def test_pointer_read_reads_the_memory_revision_row_as_memory_revision_does(clie
     assert len(set(again)) == 1 and again[0] > forgotten[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found here, not caused here (053dd6a behaves the same): forget_owner records as the floor the revision "
-    "the owner had, so memory_revision reads the cached corpus's own revision after forgetting and the corpus cache "
-    "keeps serving the forgotten memories; memory/erasure.py should record floor + 1",
-)
 def test_a_forgotten_owners_memories_are_not_retrieved_from_the_cached_corpus(client: MemoryClient) -> None:
     client.store_memory(OWNER, "quartz lanterns glow at dusk")
     assert client.retrieve("quartz lanterns", owner=OWNER).results
