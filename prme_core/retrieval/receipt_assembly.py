@@ -14,13 +14,8 @@ from prme_core.canonical import utc_isoformat
 from prme_core.features import TRACE_FEATURES
 from prme_core.receipts.model import (
     CURRENT_SCHEMA_VERSION,
-    RankFusion,
-    ReceiptCandidate,
     RetrievalExecution,
     RetrievalReceipt,
-    ScoreAdjustment,
-    ScoreProvenance,
-    ScoreTrace,
 )
 from prme_core.receipts.pool import PoolColumns, PoolSummary, replay_context
 from prme_core.retrieval import candidates as generation
@@ -44,26 +39,26 @@ def assemble_receipt(
     formula = 1 if run.applied.fusion == "weighted" else 2
     pool, columns, packed = pool_record(run)
     scored = _Scored(run) if ranked else None  # an empty pool has no feature arrays
-    candidates = []
+    candidates = []  # as fields: the receipt validates them all in one call (each exactly once)
     for r in ranked:
         node = c.uuids[r.row]
         entry = entries.get(node)
         candidates.append(
-            ReceiptCandidate(
-                node_id=node,
-                scope=str(c.scope[r.row]),
-                content_sha256=c.content_hash[r.row],
-                score=r.score,
-                paths=tuple(sorted(r.paths)),
-                cross_scope=r.cross_scope,
-                provenance=provenance(run, r, formula, scored),
-                reranker_score=r.reranker_score,
-                in_context=entry is not None,
-                context_position=position.get(node),
-                representation=entry.representation if entry else None,
-                has_content=bool(entry and entry.has_content),
-                token_cost=entry.token_cost if entry else 0,
-            )
+            {
+                "node_id": node,
+                "scope": str(c.scope[r.row]),
+                "content_sha256": c.content_hash[r.row],
+                "score": r.score,
+                "paths": tuple(sorted(r.paths)),
+                "cross_scope": r.cross_scope,
+                "provenance": provenance(run, r, formula, scored),
+                "reranker_score": r.reranker_score,
+                "in_context": entry is not None,
+                "context_position": position.get(node),
+                "representation": entry.representation if entry else None,
+                "has_content": bool(entry and entry.has_content),
+                "token_cost": entry.token_cost if entry else 0,
+            }
         )
     return RetrievalReceipt.build(
         schema_version=CURRENT_SCHEMA_VERSION,
@@ -196,40 +191,39 @@ class _Scored:
         self.base: list[float] = run.base.tolist()
 
 
-def provenance(run: Run, r: Ranked, formula: int, scored: _Scored | None = None) -> ScoreProvenance:
+def provenance(run: Run, r: Ranked, formula: int, scored: _Scored | None = None) -> dict[str, Any]:
+    """A returned candidate's ``ScoreProvenance`` fields (validated with its receipt)."""
     s = scored or _Scored(run)
-    trace = ScoreTrace(
-        **dict(zip(TRACE_FEATURES, s.features[r.source], strict=True)),
-        path_score=s.path_scores[r.source],
-        base_score=s.base[r.source],
-    )
+    trace = dict(zip(TRACE_FEATURES, s.features[r.source], strict=True))
+    trace["path_score"] = s.path_scores[r.source]
+    trace["base_score"] = s.base[r.source]
     fusion = None
     if formula == 2:
         sem_rank, lex_rank, factors = run.fusion  # type: ignore[misc]
-        fusion = RankFusion(
-            semantic_rank=int(sem_rank[r.source]) or None,
-            lexical_rank=int(lex_rank[r.source]) or None,
-            epistemic_factor=float(factors[r.source, 0]),
-            node_type_factor=float(factors[r.source, 1]),
-            temporal_factor=float(factors[r.source, 2]),
-        )
+        fusion = {
+            "semantic_rank": int(sem_rank[r.source]) or None,
+            "lexical_rank": int(lex_rank[r.source]) or None,
+            "epistemic_factor": float(factors[r.source, 0]),
+            "node_type_factor": float(factors[r.source, 1]),
+            "temporal_factor": float(factors[r.source, 2]),
+        }
     ops = tuple(
-        ScoreAdjustment(
-            kind=op.kind,
-            coefficient=op.coefficient,
-            neural_score=op.neural_score,
-            source_node_id=None if op.source_row is None else run.corpus.uuids[op.source_row],
-        )
+        {
+            "kind": op.kind,
+            "coefficient": op.coefficient,
+            "neural_score": op.neural_score,
+            "source_node_id": None if op.source_row is None else run.corpus.uuids[op.source_row],
+        }
         for op in r.ops
     )
-    return ScoreProvenance(
-        formula_version=formula,
-        base_node_id=run.corpus.uuids[run.pool_rows[r.source]],
-        weights=0,
-        trace=trace,
-        adjustments=ops,
-        rank_fusion=fusion,
-    )
+    return {
+        "formula_version": formula,
+        "base_node_id": run.corpus.uuids[run.pool_rows[r.source]],
+        "weights": 0,
+        "trace": trace,
+        "adjustments": ops,
+        "rank_fusion": fusion,
+    }
 
 
 def execution_parameters(run: Run) -> dict[str, Any]:
