@@ -133,7 +133,10 @@ def _run(
         if not demo.success:
             raise DataJobFailed(f"loading the demo data failed: {run_error(demo) or 'see run ' + demo.run_id}")
         say("2/4 discovering learning targets …")
-        tick = learning_target_discovery_sensor(dg.build_sensor_context(instance=instance), prme_store=store)
+        # the resources go in the context (a keyword would make the sensor build a second context that
+        # only the garbage collector closes), and the context is closed here with what it opened
+        with dg.build_sensor_context(instance=instance, resources={"prme_store": store}) as tick_context:
+            tick = learning_target_discovery_sensor(tick_context)
         for request in tick.dynamic_partitions_requests or ():
             instance.add_dynamic_partitions(LEARNING_TARGETS.name, list(request.partition_keys))
         partitions = sorted(instance.get_dynamic_partitions(LEARNING_TARGETS.name))

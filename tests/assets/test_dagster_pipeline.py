@@ -241,30 +241,36 @@ def test_the_discovery_sensor_adds_keys_for_new_scope_sets_and_advances_its_curs
         build_lab(client, owner="bob", scopes=("project",), topics=tuple(TOPICS[:2]), holdout=False)
     with dg.instance_for_test() as inst:
         store = lab_resources(lab_url)["prme_store"]
-        first = learning_target_discovery_sensor(dg.build_sensor_context(instance=inst), prme_store=store)
+        with dg.build_sensor_context(instance=inst, resources={"prme_store": store}) as context:
+            first = learning_target_discovery_sensor(context)
         keys = [k for r in first.dynamic_partitions_requests for k in r.partition_keys]
         assert sorted(keys) == ["alice::personal", "bob::project"]
         inst.add_dynamic_partitions(LEARNING_TARGETS.name, keys)
-        again = learning_target_discovery_sensor(
-            dg.build_sensor_context(instance=inst, cursor=first.cursor), prme_store=store
-        )
+        with dg.build_sensor_context(instance=inst, cursor=first.cursor, resources={"prme_store": store}) as context:
+            again = learning_target_discovery_sensor(context)
         assert not again.dynamic_partitions_requests and int(again.cursor) >= int(first.cursor)
 
 
 def test_the_schedule_reruns_only_partitions_with_new_feedback(lab_url, instance):
     make_lab(lab_url, topics=tuple(TOPICS[:8]))
     store = lab_resources(lab_url)["prme_store"]
-    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW)
-    before = nightly_learning_schedule(context, prme_store=store)
-    assert [_batch(r) for r in before] == [[PARTITION]]
-    run_lab(lab_url, instance)
-    assert isinstance(nightly_learning_schedule(context, prme_store=store), dg.SkipReason)
-    with MemoryClient(lab_url) as client:
-        r = client.retrieve(feedback_question("cat"), owner=OWNER, scopes=list(SCOPES), reference_time=NOW, limit=3)
-        client.record_relevance(
-            r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user"
-        )
-    after = nightly_learning_schedule(context, prme_store=store)
+    # the resources go in the context, which is closed with what it opened: a resource keyword would
+    # make the schedule build a second context that only the garbage collector closes, resetting
+    # Dagster's current-instance state in whatever test runs then (a later Definitions load fails
+    # with "Attempted to resolve undefined DagsterInstance weakref")
+    with dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=NOW, resources={"prme_store": store}
+    ) as context:
+        before = nightly_learning_schedule(context)
+        assert [_batch(r) for r in before] == [[PARTITION]]
+        run_lab(lab_url, instance)
+        assert isinstance(nightly_learning_schedule(context), dg.SkipReason)
+        with MemoryClient(lab_url) as client:
+            r = client.retrieve(feedback_question("cat"), owner=OWNER, scopes=list(SCOPES), reference_time=NOW, limit=3)
+            client.record_relevance(
+                r.metadata.request_id, {r.results[0].node_id: True}, owner=OWNER, method="explicit_user"
+            )
+        after = nightly_learning_schedule(context)
     assert [_batch(r) for r in after] == [[PARTITION]] and after[0].run_key != before[0].run_key
 
 

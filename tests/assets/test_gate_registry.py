@@ -44,7 +44,8 @@ def _sensor_reason(tmp_path, failing: tuple[str, str] | None) -> str:
                     asset_key=dg.AssetKey(asset), check_name=name, passed=(asset, name) != failing, partition=PARTITION
                 )
             )
-        result = profile_activation_sensor(dg.build_sensor_context(instance=instance), prme_store=store)
+        with dg.build_sensor_context(instance=instance, resources={"prme_store": store}) as context:
+            result = profile_activation_sensor(context)
     assert isinstance(result, dg.SkipReason)
     return result.skip_message
 

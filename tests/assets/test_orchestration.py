@@ -89,8 +89,8 @@ def test_the_activation_sensor_examines_a_bounded_window_of_partitions_and_takes
         seen = []
         cursor = None
         for _ in range(2):
-            context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"prme_store": store})
-            tick = activation.profile_activation_sensor.evaluate_tick(context)
+            with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"prme_store": store}) as context:
+                tick = activation.profile_activation_sensor.evaluate_tick(context)
             seen.append([part.split(":")[0] for part in tick.skip_message.split("; ")])
             cursor = tick.cursor
     assert seen == [["ann", "ben"], ["cyd", "ann"]]  # every partition within ceil(3 / 2) ticks
