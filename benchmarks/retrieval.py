@@ -40,6 +40,7 @@ from prme_core import MemoryClient
 from prme_core.datasets.locomo import LocomoDataNotFound, read_locomo
 from prme_core.receipts import store as receipt_store
 from prme_core.receipts.store import receipt_bytes
+from prme_core.storage import receipt_rows
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
@@ -50,14 +51,24 @@ PREVIOUS = "receipt-text"  # the OWNER arm with the receipt stored as before its
 
 @contextmanager
 def previous_receipt_storage() -> Iterator[None]:
-    """Store receipts as before their compaction: the canonical JSON as text and the projection's
-    float block as is, on every backend (pools as now: compressed on PostgreSQL only)."""
-    saved = receipt_store.COMPRESSED_RECEIPT_BACKENDS, receipt_store.COMPRESSED_FLOAT_BACKENDS
+    """Store receipts as before their compaction: the canonical JSON as text, the projection's
+    float block as is and every id as itself (no node references), on every backend (pools
+    compressed, as now)."""
+    saved = (
+        receipt_store.COMPRESSED_RECEIPT_BACKENDS,
+        receipt_store.COMPRESSED_FLOAT_BACKENDS,
+        receipt_rows.REF_BACKENDS,
+    )
     receipt_store.COMPRESSED_RECEIPT_BACKENDS = receipt_store.COMPRESSED_FLOAT_BACKENDS = frozenset()
+    receipt_rows.REF_BACKENDS = frozenset()
     try:
         yield
     finally:
-        receipt_store.COMPRESSED_RECEIPT_BACKENDS, receipt_store.COMPRESSED_FLOAT_BACKENDS = saved
+        (
+            receipt_store.COMPRESSED_RECEIPT_BACKENDS,
+            receipt_store.COMPRESSED_FLOAT_BACKENDS,
+            receipt_rows.REF_BACKENDS,
+        ) = saved
 
 
 @contextmanager
@@ -229,7 +240,7 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
         row("stored bytes per retrieval, default (mean; receipt JSON + packed pool)", mean(pooled_bytes), "B")
         row("  of which the packed pool (mean)", mean([len(r.packed_pool()) for r in receipts]), "B")
         row(
-            "  the pool as stored (mean; compressed on PostgreSQL, as is on DuckDB)",
+            "  the pool handed to the store (mean; compressed, its ids beside; PostgreSQL then stores them as node references)",
             mean([len(receipt_store._stored(r.packed_pool(), client.store.backend)) for r in receipts]),
             "B",
         )
