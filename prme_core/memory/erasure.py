@@ -7,9 +7,11 @@ What a deletion removes and what stays:
   (never its text), and its node reference stays (``node_refs``: owner, id and a number, which
   stored pools and projections name it by), so every receipt still verifies and replays exactly
   from what it recorded;
-* an owner: every row naming it — memories, versions, edges and node references, receipts and their projections,
-  feedback, citations, holdout queries and looks, learning reports, profiles and pointers, API
-  keys, pipeline artifacts and its memory revision. Other owners are untouched;
+* an owner: every row naming it — memories, versions, edges and node references, receipts and
+  their projections, feedback, citations, holdout queries and looks, learning reports, profiles
+  and pointers, API keys, pipeline artifacts and its memory revision (the deletion record keeps
+  a floor one above it, so no corpus cached before the forget is served again). Other owners
+  are untouched;
 * the deletion record: who was deleted (owner, memory id), what (version numbers and content
   hashes for a memory; row counts per table for an owner), when and by which actor (an API key
   id, or what the Python caller named). It never holds content.

@@ -8,8 +8,9 @@ which replace the configured ones and stay outside the factors' sum. A family-2 
 every interaction weight family 2 was defined with (``FAMILY_V2_INTERACTIONS``) or none; none
 means family 1. An interaction feature added later is optional in family 2: absent, it keeps the
 configured weight, so stored family-2 profiles stay valid and keep their bytes (absent
-interaction weights are never serialized, which also leaves family 1's stored form unchanged). Adjustments name weights by field, so one applies
-to arrays of any feature layout (``layout_factors``: a weight the family does not name keeps 1).
+interaction weights are never serialized, which also leaves family 1's stored form unchanged).
+Adjustments name weights by field, so one applies to arrays of any feature layout
+(``layout_factors``: a weight the family does not name keeps 1).
 
 Identity: unity factors, and (family 2) the base configuration's own interaction weights,
 return the configured weights themselves, so the base ranking is reproduced bit-for-bit.
