@@ -7,6 +7,10 @@ Once a change has been verified, the resolver remembers it with the log row it c
 next read of that scope set fetches the head, the index and that row in one statement, and the
 remembered change is used only when the head still names it at the newest position and the row
 read now equals the one verified (any other row is verified afresh, exactly as the first time).
+Where the store can tell that nothing a pointer read sees has changed since the last read of
+that scope set (``Store.state_version``: a DuckDB file, whose only writer is this process), the
+last read's outcome is reused without a statement; a retrieval's own receipt does not count as
+a change, and any other write does.
 
 Statuses: ``none`` (no active profile: base scoring), ``applied`` (the active profile's
 multipliers for this request only), ``inapplicable`` (base scoring is used and the reason
@@ -46,9 +50,33 @@ class PointerResolver:
         self.store = store
         self.capacity = capacity
         self._verified: OrderedDict[tuple[str, str], tuple[StoredOperation, RankingProfileState]] = OrderedDict()
+        self._unchanged: OrderedDict[tuple[str, str], tuple[int, RankingProfileState | None, int | None]] = (
+            OrderedDict()
+        )  # (owner, key) → (state version before the read, its outcome)
         self._lock = threading.Lock()
 
+    def _remember(self, table: OrderedDict, at: tuple[str, str], value: object) -> None:
+        with self._lock:
+            table[at] = value
+            table.move_to_end(at)
+            while len(table) > self.capacity:
+                table.popitem(last=False)
+
     def _read(self, owner: str, key: str) -> tuple[RankingProfileState | None, int | None]:
+        """``_read_store``, or its last outcome for this scope set while the store's state
+        version is the one read before it (see the module docstring)."""
+        version = self.store.state_version()
+        if version is not None:
+            with self._lock:
+                last = self._unchanged.get((owner, key))
+            if last is not None and last[0] == version:
+                return last[1], last[2]
+        state, revision = self._read_store(owner, key)
+        if version is not None:
+            self._remember(self._unchanged, (owner, key), (version, state, revision))
+        return state, revision
+
+    def _read_store(self, owner: str, key: str) -> tuple[RankingProfileState | None, int | None]:
         """``registry.pointer_head`` and the owner's memory revision, in one statement when this
         scope set's change was verified before (see the module docstring)."""
         with self._lock:
@@ -74,11 +102,7 @@ class PointerResolver:
             return known[1], revision
         state = verified_change(owner, key, at[0], op)
         assert op is not None  # verified_change refuses a missing change
-        with self._lock:
-            self._verified[(owner, key)] = (op, state)
-            self._verified.move_to_end((owner, key))
-            while len(self._verified) > self.capacity:
-                self._verified.popitem(last=False)
+        self._remember(self._verified, (owner, key), (op, state))
         return state, revision
 
     def __call__(

@@ -29,6 +29,7 @@ class Store(Protocol):
     def applied_migrations(self) -> list[AppliedMigration]: ...
     def vacuum(self) -> Vacuumed: ...
     def close(self) -> None: ...
+    def state_version(self) -> int | None: ...
 
 
 class SqlStore:
@@ -63,6 +64,12 @@ class SqlStore:
                 session.publish_memory_revisions()
             finally:
                 self._active.session = None
+
+    def state_version(self) -> int | None:
+        """A number that stays the same while nothing but appends to the operations log and the
+        receipt projections has changed the store, or None where that cannot be known in this
+        process (a PostgreSQL store has other writers); see ``DuckDBStore.state_version``."""
+        return None
 
     def migrate(self) -> list[int]:
         """Apply missing migrations in order; return the versions applied now."""

@@ -34,6 +34,15 @@ _FILE_LOCKS: dict[str, threading.RLock] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 _INHERITED: list[duckdb.DuckDBPyConnection] = []  # forked copies, kept from closing (see close)
 _OPEN_STORES: dict[str, int] = {}  # open stores per file in this process (vacuum needs the only one)
+_STATE_VERSIONS: dict[str, list[int]] = {}  # per file: see DuckDBStore.state_version
+_APPENDS_ONLY = re.compile(r"\s*(SELECT\b|INSERT\s+INTO\s+(operations|receipt_projections)\s*\()", re.IGNORECASE)
+"""Statements that cannot change what ``state_version`` vouches for: reads, and appends to the
+operations log and the receipt projections (what a retrieval writes). Anything else, and any
+text holding more than one statement, counts as a change."""
+
+
+def _changes_state(sql: str) -> bool:
+    return ";" in sql or _APPENDS_ONLY.match(sql) is None
 
 
 def _file_lock(target: str) -> threading.RLock:
@@ -47,6 +56,16 @@ def _file_lock(target: str) -> threading.RLock:
         return _FILE_LOCKS.setdefault(str(path.resolve()), threading.RLock())
 
 
+def _state_counter(target: str) -> list[int]:
+    """The state version cell of a database file, shared by every store on it in this process
+    (a one-element list, changed only under the file's lock)."""
+    path = duckdb_path(target)
+    if path is None:
+        return [0]  # each ":memory:" connection is its own database
+    with _FILE_LOCKS_GUARD:
+        return _STATE_VERSIONS.setdefault(str(path.resolve()), [0])
+
+
 @contextmanager
 def _duplicate_keys() -> Iterator[None]:
     try:
@@ -58,25 +77,46 @@ def _duplicate_keys() -> Iterator[None]:
 
 
 class _DuckConnection:
-    def __init__(self, raw: duckdb.DuckDBPyConnection, spills: bool = False) -> None:
+    def __init__(self, raw: duckdb.DuckDBPyConnection, spills: bool = False, state: list[int] | None = None) -> None:
         self.raw = raw
         self._spills = spills  # a file database can spill to the temporary directory beside it
         self._memory_bounded = False  # a large write lowered the memory limit until its transaction ends
+        self.state = [0] if state is None else state  # the file's state version (DuckDBStore.state_version)
+        self.in_transaction = False  # inside BEGIN … COMMIT: a change counts when the transaction ends
+        self.changed = False  # a statement of the open transaction may have changed state
+
+    def note(self, sql: str) -> None:
+        """Count a statement that may change state: at once in autocommit, at the end of an
+        open transaction (whether it commits or not: counting too often only costs a read)."""
+        if _changes_state(sql):
+            if self.in_transaction:
+                self.changed = True
+            else:
+                self.state[0] += 1
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         result = self.fetchall(sql, params)
         return int(result[0][0]) if result and result[0] and isinstance(result[0][0], int) else 0
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with _duplicate_keys():
-            return self.raw.execute(sql, list(params)).fetchall()
+        try:
+            with _duplicate_keys():
+                return self.raw.execute(sql, list(params)).fetchall()
+        finally:
+            self.note(sql)
 
     def fetch_arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        return self.raw.sql(sql, params=list(params)).to_arrow_table()
+        try:
+            return self.raw.sql(sql, params=list(params)).to_arrow_table()
+        finally:
+            self.note(sql)
 
     def stream_arrow(self, sql: str, params: Sequence[Any] = (), batch_rows: int = 4096) -> Iterator[pa.RecordBatch]:
         """One query, read back in Arrow batches (one scan, bounded memory)."""
-        yield from self.raw.sql(sql, params=list(params)).to_arrow_reader(batch_rows)
+        try:
+            yield from self.raw.sql(sql, params=list(params)).to_arrow_reader(batch_rows)
+        finally:
+            self.note(sql)
 
     def bulk_insert(self, table: str, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """Insert ``rows`` in bounded statements inside the caller's transaction (which keeps
@@ -84,6 +124,7 @@ class _DuckConnection:
         ``_INSERT_CHUNK_CHARS`` characters of text per statement, so what one statement
         converts stays small whatever the batch size. A batch of several chunks also bounds
         DuckDB's memory until the transaction ends (see ``_bound_memory``)."""
+        self.note(f"INSERT INTO {table} (")
         for chunk in _insert_chunks(rows):
             if len(chunk) < len(rows):
                 self._bound_memory()
@@ -167,7 +208,7 @@ class DuckDBStore(SqlStore):
         self._pid = os.getpid()
         self._timeout = float(url.options.get("lock_timeout", "60"))
         self._raw = _connect_with_backoff(url.target, self._timeout)
-        self._conn = _DuckConnection(self._raw, spills=path is not None)
+        self._conn = _DuckConnection(self._raw, spills=path is not None, state=_state_counter(url.target))
         with _FILE_LOCKS_GUARD:
             _OPEN_STORES[url.target] = _OPEN_STORES.get(url.target, 0) + 1
         try:
@@ -201,16 +242,32 @@ class DuckDBStore(SqlStore):
                     yield self._conn
                     return
                 self._raw.execute("BEGIN TRANSACTION")
+                conn = self._conn
+                conn.in_transaction, conn.changed = True, False
                 try:
-                    yield self._conn
-                except BaseException as exc:
                     try:
-                        self._raw.execute("ROLLBACK")
-                    except duckdb.Error:
-                        if not isinstance(exc, duckdb.Error):
-                            raise  # else DuckDB's first error (the database may be invalidated) is the news
-                    raise
-                self._raw.execute("COMMIT")
+                        yield conn
+                    except BaseException as exc:
+                        try:
+                            self._raw.execute("ROLLBACK")
+                        except duckdb.Error:
+                            if not isinstance(exc, duckdb.Error):
+                                raise  # else DuckDB's first error (the database may be invalidated) is the news
+                        raise
+                    self._raw.execute("COMMIT")
+                finally:
+                    conn.in_transaction = False
+                    if conn.changed:  # counted once the change is visible (or gone), never before
+                        conn.state[0] += 1
+
+    def state_version(self) -> int:
+        """A number that changes (within this process) whenever a finished transaction or
+        statement on this database may have changed anything but the operations log and the
+        receipt projections by appending to them. DuckDB admits one read-write process per file
+        and every store of this process on the file shares the number, so an unchanged number
+        means every other table reads as before: a reader that records it *before* reading may
+        reuse what it read while it stays the same (``profiles.resolution``)."""
+        return self._conn.state[0]
 
     def close(self) -> None:
         if os.getpid() != self._pid:
@@ -268,7 +325,8 @@ class DuckDBStore(SqlStore):
                 os.replace(fresh, path)
             finally:  # reopen the file that is there now (the old one if the rename failed)
                 self._raw = _connect_with_backoff(self._url.target, self._timeout)
-                self._conn = _DuckConnection(self._raw, spills=True)
+                self._conn = _DuckConnection(self._raw, spills=True, state=self._conn.state)
+                self._conn.state[0] += 1  # a new file under the same name
             return Vacuumed(before, path.stat().st_size)
 
 

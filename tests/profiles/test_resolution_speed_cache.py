@@ -161,3 +161,82 @@ def test_the_resolver_remembers_at_most_its_capacity(client) -> None:
     for _ in range(3):
         assert _resolve(client, resolver).status == "applied"
     assert len(resolver._verified) == 1
+
+
+def _count_pointer_reads(monkeypatch) -> list[int]:  # noqa: ANN001
+    calls = [0]
+    real = StoreSession.pointer_read
+
+    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(StoreSession, "pointer_read", counted)
+    return calls
+
+
+def test_an_unchanged_duckdb_store_resolves_without_a_statement(client, monkeypatch) -> None:
+    """DuckDB: between two retrievals nothing but the first one's receipt was written, so the
+    second reuses the first's pointer read. PostgreSQL has other writers and reads every time."""
+    state = _change(client, lexical=2.0, previous=None)
+    reads = _count_pointer_reads(monkeypatch)
+    for _ in range(3):
+        meta = client.retrieve("cat", owner=OWNER).metadata
+        assert (meta.ranking_profile_status, meta.ranking_profile_id) == ("applied", state.active_profile_id)
+    assert reads[0] == (1 if client.store.backend == "duckdb" else 3)
+
+
+def test_every_write_but_a_retrievals_own_counts_as_a_change(client) -> None:
+    store = client.store
+    if store.backend != "duckdb":
+        assert store.state_version() is None
+        return
+    version = store.state_version()
+    client.retrieve("cat", owner=OWNER)
+    assert store.state_version() == version  # the receipt and its projection are appends
+    client.store_memory(OWNER, "a dog on the rug")
+    assert store.state_version() > version
+    version = store.state_version()
+    tamper(store, "UPDATE memory_revisions SET revision = revision WHERE owner = ?", [OWNER])
+    assert store.state_version() > version
+    version = store.state_version()
+    with store.transaction(read_only=True) as tx:  # autocommit: a change counts at once
+        tx.conn.execute("DELETE FROM memory_revisions WHERE owner = ?", ["nobody"])
+    assert store.state_version() > version
+    version = store.state_version()
+    with pytest.raises(RuntimeError), store.transaction() as tx:  # rolled back: counted all the same
+        tx.conn.execute("DELETE FROM memory_revisions WHERE owner = ?", ["nobody"])
+        raise RuntimeError("abandon")
+    assert store.state_version() > version
+    version = store.state_version()
+    store.vacuum()
+    assert store.state_version() > version
+
+
+def test_memories_written_by_another_client_are_retrieved_at_once(client, store_url) -> None:
+    assert not [r for r in client.retrieve("zebra", owner=OWNER).results if "zebra" in r.content]
+    with MemoryClient(store_url) as other:
+        other.store_memory(OWNER, "a zebra crossed the road")
+    assert [r for r in client.retrieve("zebra", owner=OWNER).results if "zebra" in r.content]
+
+
+@pytest.mark.parametrize(
+    ("sql", "changes"),
+    [
+        ("SELECT 1", False),
+        ("  select owner FROM operations", False),
+        ("INSERT INTO operations (id) VALUES (?)", False),
+        ("insert into receipt_projections (owner) SELECT unnest(?)", False),
+        ("INSERT INTO operations_shadow (id) VALUES (?)", True),
+        ("INSERT INTO ranking_pointer_heads (owner) VALUES (?)", True),
+        ("UPDATE operations SET payload = ?", True),
+        ("DELETE FROM receipt_projections", True),
+        ("SELECT 1; DELETE FROM memory_revisions", True),
+        ("WITH x AS (SELECT 1) DELETE FROM memory_revisions", True),
+        ("CHECKPOINT", True),
+    ],
+)
+def test_which_statements_count_as_a_change(sql: str, changes: bool) -> None:
+    from prme_core.storage.duckdb_backend import _changes_state
+
+    assert _changes_state(sql) is changes
