@@ -398,11 +398,22 @@ ranking profiles; those operations answer an agent key with 403 `role_forbidden`
 **Scopes.** A key may be limited to some scopes. Scopes a request names must be within them
 (403 `scope_forbidden`); a record read by id whose scopes are outside them reads as not found
 (404), like a missing id or another owner's; pages list only the records within them. Leaving
-`scopes` out means every configured scope the key may read.
+`scopes` out means every configured scope the key may read. Ids such a key chooses for new records
+live in a namespace of its own, so an id in use outside its scopes is like one never used (see
+*Retries*).
 
 **Retries.** Writes that take a caller-chosen id may be retried: the same `feedback_id`,
 `citation_id`, `profile_id` or `change_id` with the same content returns the first record; with
 other content it is 409 `idempotency_conflict`. A memory `id` that exists already is always 409.
+Ids are unique per owner, so a key limited to some scopes chooses them in a namespace of its owner
+and scope set: the record is stored under `uuid5(NAMESPACE_URL, J)`, J the compact UTF-8 JSON array
+of `"prme:scoped-id:v1"`, the owner, the key's scopes sorted, the kind (`memory`, `feedback`,
+`citation`, `profile` or `pointer-change`) and the chosen id, e.g.
+`["prme:scoped-id:v1","alice",["project"],"feedback","0b6e3d2a-7c41-4f58-a9d3-5e2f1c7b8a90"]`; the
+response carries that id. Keys with the same scope limit share the namespace, so a retry from any of
+them finds the first record; an id used outside the key's scopes is like one never used. Reads take
+ids as stored: read such a record by the id the response gave, not by the chosen one. A key without
+a scope limit stores the chosen id itself.
 
 **Errors.** Every error body is `{"error": {"type", "message", ...}}` (schema `ErrorBody`):
 401 key, 403 role, scope or owner, 404 id, 409 conflict or stale state, 413 body over the
@@ -431,6 +442,11 @@ TAGS = [
 _ROLE_FORBIDDEN = "`role_forbidden`: an agent key; this operation needs an operator key."
 _SCOPE_FORBIDDEN = "`scope_forbidden`: a scope the request names is outside the key's scopes."
 _OWNER_MISMATCH = "`owner_mismatch`: a submitted report belongs to another owner than the key's."
+_CHOSEN_ID = (
+    "From a key limited to some scopes, a chosen id is stored under an id derived from it for the key's scope set "
+    "(the API description, *Retries*), which the response carries; an id used outside those scopes is like one "
+    "never used."
+)
 
 # (description, example body) of each error status, unless a route says more.
 _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
@@ -620,7 +636,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "store_memory",
             "Stores one memory for the key's owner and returns it with its id. `scope` (default `personal`) must "
             "be within the key's scopes. A caller-chosen `id` that exists already is refused and nothing is "
-            "written.",
+            f"written. {_CHOSEN_ID}",
             403,
             409,
             413,
@@ -640,7 +656,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "store_batch",
             f"Stores 1 to {MAX_BATCH_NODES} memories in one transaction: all of them or none. Every item's scope "
             "must be within the key's scopes (403 names `items[i].scope`); one caller-chosen `id` that exists "
-            "already refuses the whole batch.",
+            f"already refuses the whole batch. {_CHOSEN_ID}",
             403,
             409,
             413,
@@ -809,7 +825,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "Records relevance labels (`labels`: node id → true or false) for members of one saved retrieval, "
             "bound to its receipt. The retrieval must be the owner's and within the key's scopes (else 404). "
             "Idempotent by `feedback_id`: a retry with the same labels returns the first record (without one, "
-            "each call records anew).",
+            f"each call records anew). {_CHOSEN_ID}",
             404,
             409,
             413,
@@ -862,7 +878,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "Records which memories of a retrieval's context an answer cited (`cited_node_ids`, possibly none), "
             "bound to the receipt and its rendered context. The retrieval must be the owner's and within the "
             "key's scopes (else 404). Idempotent by `citation_id`: a retry with the same content returns the "
-            "first record.",
+            f"first record. {_CHOSEN_ID}",
             404,
             409,
             413,
@@ -1061,7 +1077,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "create_ranking_profile",
             "Persists an immutable ranking profile from a positive offline proposal and the positive holdout "
             "evaluated from it, both as this store returned them; does not activate it. Idempotent by "
-            "`profile_id`: the same evidence returns the first profile.",
+            f"`profile_id`: the same evidence returns the first profile. {_CHOSEN_ID}",
             403,
             404,
             409,
@@ -1142,7 +1158,8 @@ def _routes(service: MemoryService) -> APIRouter:
 
     pointer_conflicts = (
         "`stale_state`: `expected_profile_id` is not what serves now; `no_op_transition`: the change would change "
-        "nothing. Both carry the scope set's `current_state`."
+        "nothing. Both carry the scope set's `current_state`. `idempotency_conflict`: `change_id` names another "
+        "change."
     )
 
     @r.post(
@@ -1154,7 +1171,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "deactivate_ranking_profile",
             "Returns an exact scope set to base scoring (a recorded pointer change). With `expected_profile_id` "
             "(null: base scoring) only if that is what serves now; leave it out to change whatever serves. "
-            "Idempotent by `change_id`: a retry returns the first record marked `replayed`.",
+            f"Idempotent by `change_id`: a retry returns the first record marked `replayed`. {_CHOSEN_ID}",
             403,
             409,
             413,
@@ -1212,7 +1229,7 @@ def _routes(service: MemoryService) -> APIRouter:
             "Activates a profile for its scope set over the exact baseline its holdout used, after rechecking its "
             "feature identity and base scoring against the running pipeline. Idempotent by `change_id`: a retry "
             "returns the first record marked `replayed` (see `superseded_by`). `reactivate: false` refuses a "
-            f"profile deactivated or rolled back away since it served. A profile {not_this_key}.",
+            f"profile deactivated or rolled back away since it served. A profile {not_this_key}. {_CHOSEN_ID}",
             404,
             409,
             413,
@@ -1220,7 +1237,7 @@ def _routes(service: MemoryService) -> APIRouter:
             notes={
                 409: "`stale_state`: another profile serves now than the holdout's baseline (`current_state`); "
                 "`reactivation_refused`; `profile_inapplicable`: the running pipeline's features or base scoring "
-                "differ from the profile's."
+                "differ from the profile's; `idempotency_conflict`: `change_id` names another change."
             },
             resource="ranking profile",
         ),

@@ -4,25 +4,28 @@ JSON data. HTTP routes (``prme_api.http``) and MCP tools (``prme_api.mcp``) only
 
 Scope rules: scopes a request names must be within the key's scopes (``ScopeForbidden``, 403);
 a record read by id whose scopes are outside them reads as not found (404), the same as a
-missing or foreign id; pages of records list only those within them.
+missing or foreign id; pages of records list only those within them. A key limited to some
+scopes chooses the ids of new records in a namespace of its own (``scoped_id``), so an id that
+belongs to a record outside its scopes is written like one never used.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar, get_type_hints
-from uuid import UUID
+from typing import Any, Literal, TypeVar, get_type_hints
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 from pydantic import BaseModel
 
 from prme_api import models as m
 from prme_api.errors import OwnerMismatch, ResourceNotFound, StaleState
 from prme_core.access.keys import Principal
-from prme_core.canonical import utc_isoformat
+from prme_core.canonical import canonical_json, utc_isoformat
 from prme_core.engine import MemoryEngine
-from prme_core.errors import InvalidInput, NoOpTransition, ScopeForbidden, StaleProfileError
+from prme_core.errors import IdempotencyConflict, InvalidInput, NoOpTransition, ScopeForbidden, StaleProfileError
 from prme_core.memory.models import MemoryInput
 from prme_core.profiles.model import RankingProfileState
 from prme_core.retrieval.requests import RetrievalResponse, RetrieveArguments
@@ -36,6 +39,57 @@ def _json(model: BaseModel) -> dict[str, Any]:
 
 def _scopes_of_key(scope_key: str) -> list[str]:
     return scope_key.split("+")
+
+
+ChosenIdKind = Literal["memory", "feedback", "citation", "profile", "pointer-change"]
+"""The kinds of record whose id a caller may choose (a memory's ``id``, ``feedback_id``,
+``citation_id``, ``profile_id`` of a new profile, ``change_id``)."""
+
+
+def scoped_id(principal: Principal, kind: ChosenIdKind, chosen: UUID | None) -> UUID | None:
+    """The id a new record gets for the id its caller chose. A key without a scope limit gets the
+    chosen id. A limited key gets one derived from its owner, its scope set, ``kind`` and the
+    chosen id: ids are unique per owner, so a raw id could meet a record outside the key's scopes
+    (409 instead of 200); derived ones meet only records of keys with the same scope limit, whose
+    retries therefore still find the first record."""
+    if chosen is None or principal.scopes is None:
+        return chosen
+    key = ["prme:scoped-id:v1", principal.owner, sorted(principal.scopes), kind, str(chosen)]
+    return uuid5(NAMESPACE_URL, canonical_json(key).decode())
+
+
+class _ChosenIds:
+    """The ids one request's new records get (``scoped_id``), kept so that a conflict names the
+    id the caller chose beside the derived id the engine reports."""
+
+    def __init__(self, principal: Principal, kind: ChosenIdKind) -> None:
+        self.principal = principal
+        self.kind = kind
+        self.chosen: dict[UUID, UUID] = {}  # stored id -> the caller's
+
+    def __call__(self, chosen: UUID | None) -> UUID | None:
+        stored = scoped_id(self.principal, self.kind, chosen)
+        if stored is not None and chosen is not None and stored != chosen:
+            self.chosen[stored] = chosen
+        return stored
+
+    def memory(self, item: MemoryInput) -> MemoryInput:
+        return item if item.id is None else item.model_copy(update={"id": self(item.id)})
+
+    @contextmanager
+    def named_in_conflicts(self) -> Iterator[None]:
+        try:
+            yield
+        except IdempotencyConflict as exc:
+            message = named = str(exc)
+            for stored, chosen in self.chosen.items():
+                named = named.replace(
+                    str(stored),
+                    f"{stored} (the id {chosen} as chosen by a key limited to {list(self.principal.scopes or ())})",
+                )
+            if named == message:
+                raise
+            raise IdempotencyConflict(named) from exc
 
 
 def state_body(state: RankingProfileState) -> dict[str, Any]:
@@ -165,12 +219,18 @@ class MemoryService:
 
     async def store_memory(self, principal: Principal, request: MemoryInput) -> dict[str, Any]:
         principal.require([request.scope], "scope")
-        return _json(await self.engine.store_memory(principal.owner, request))
+        ids = _ChosenIds(principal, "memory")
+        item = ids.memory(request)
+        with ids.named_in_conflicts():
+            return _json(await self.engine.store_memory(principal.owner, item))
 
     async def store_batch(self, principal: Principal, request: m.StoreBatchRequest) -> dict[str, Any]:
         for i, item in enumerate(request.items):
             principal.require([item.scope], f"items[{i}].scope")
-        nodes = await self.engine.store_batch(principal.owner, request.items)
+        ids = _ChosenIds(principal, "memory")
+        items = [ids.memory(item) for item in request.items]
+        with ids.named_in_conflicts():
+            nodes = await self.engine.store_batch(principal.owner, items)
         return {"items": [_json(n) for n in nodes]}
 
     async def get_memory(self, principal: Principal, request: m.NodeRef) -> dict[str, Any]:
@@ -243,14 +303,16 @@ class MemoryService:
 
     async def record_relevance(self, principal: Principal, request: m.RecordRelevanceRequest) -> dict[str, Any]:
         await self._require_receipt(principal, request.request_id)
-        record = await self.engine.record_relevance(
-            request.request_id,
-            request.labels,
-            owner=principal.owner,
-            method=request.method,
-            surface=request.surface,
-            feedback_id=request.feedback_id,
-        )
+        ids = _ChosenIds(principal, "feedback")
+        with ids.named_in_conflicts():
+            record = await self.engine.record_relevance(
+                request.request_id,
+                request.labels,
+                owner=principal.owner,
+                method=request.method,
+                surface=request.surface,
+                feedback_id=ids(request.feedback_id),
+            )
         return _json(record)
 
     async def get_relevance(self, principal: Principal, request: m.FeedbackRef) -> dict[str, Any]:
@@ -274,15 +336,17 @@ class MemoryService:
 
     async def record_answer_citations(self, principal: Principal, request: m.RecordCitationsRequest) -> dict[str, Any]:
         await self._require_receipt(principal, request.request_id)
-        record = await self.engine.record_answer_citations(
-            request.request_id,
-            owner=principal.owner,
-            answer_id=request.answer_id,
-            cited_node_ids=list(request.cited_node_ids),
-            method=request.method,
-            answer_digest=request.answer_digest,
-            citation_id=request.citation_id,
-        )
+        ids = _ChosenIds(principal, "citation")
+        with ids.named_in_conflicts():
+            record = await self.engine.record_answer_citations(
+                request.request_id,
+                owner=principal.owner,
+                answer_id=request.answer_id,
+                cited_node_ids=list(request.cited_node_ids),
+                method=request.method,
+                answer_digest=request.answer_digest,
+                citation_id=ids(request.citation_id),
+            )
         return _json(record)
 
     async def _citation(self, principal: Principal, citation_id: UUID) -> Any:
@@ -367,13 +431,15 @@ class MemoryService:
     async def create_ranking_profile(self, principal: Principal, request: m.CreateProfileRequest) -> dict[str, Any]:
         self._own_report(principal, request.proposal, "proposal")
         self._own_report(principal, request.holdout, "holdout")
-        profile = await self.engine.create_ranking_profile(
-            request.proposal,
-            request.holdout,
-            owner=principal.owner,
-            profile_id=request.profile_id,
-            baseline_profile_id=request.baseline_profile_id,
-        )
+        ids = _ChosenIds(principal, "profile")
+        with ids.named_in_conflicts():
+            profile = await self.engine.create_ranking_profile(
+                request.proposal,
+                request.holdout,
+                owner=principal.owner,
+                profile_id=ids(request.profile_id),
+                baseline_profile_id=request.baseline_profile_id,
+            )
         return _json(profile)
 
     async def _profile_status(self, principal: Principal, profile_id: UUID) -> Any:
@@ -421,10 +487,13 @@ class MemoryService:
         state = await self.engine.ranking_profile_at(principal.owner, scopes, request.at)
         return {"state": None if state is None else state_body(state)}
 
-    async def _change(self, principal: Principal, scopes: Sequence[str], change: Awaitable[Any]) -> dict[str, Any]:
+    async def _change(
+        self, principal: Principal, scopes: Sequence[str], ids: _ChosenIds, change: Awaitable[Any]
+    ) -> dict[str, Any]:
         """Run a pointer change; a stale expectation or a no-op answers with the current state."""
         try:
-            return state_body(await change)
+            with ids.named_in_conflicts():
+                return state_body(await change)
         except (StaleProfileError, NoOpTransition) as exc:
             newest = await self.engine.ranking_profile_history(principal.owner, scopes, limit=1)
             raise StaleState(exc, state_body(newest[0]) if newest else None) from exc
@@ -432,10 +501,11 @@ class MemoryService:
     @operator
     async def activate_ranking_profile(self, principal: Principal, request: m.ActivateRequest) -> dict[str, Any]:
         status = await self._profile_status(principal, request.profile_id)
+        ids = _ChosenIds(principal, "pointer-change")
         change = self.engine.activate_ranking_profile(
-            request.profile_id, owner=principal.owner, change_id=request.change_id, reactivate=request.reactivate
+            request.profile_id, owner=principal.owner, change_id=ids(request.change_id), reactivate=request.reactivate
         )
-        return await self._change(principal, status.profile.scopes, change)
+        return await self._change(principal, status.profile.scopes, ids, change)
 
     def _expected(self, request: m.DeactivateRequest) -> dict[str, Any]:
         return (
@@ -447,24 +517,26 @@ class MemoryService:
     @operator
     async def deactivate_ranking_profile(self, principal: Principal, request: m.DeactivateRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
+        ids = _ChosenIds(principal, "pointer-change")
         change = self.engine.deactivate_ranking_profile(
-            owner=principal.owner, scopes=scopes, change_id=request.change_id, **self._expected(request)
+            owner=principal.owner, scopes=scopes, change_id=ids(request.change_id), **self._expected(request)
         )
-        return await self._change(principal, scopes, change)
+        return await self._change(principal, scopes, ids, change)
 
     @operator
     async def rollback_ranking_profile(self, principal: Principal, request: m.RollbackRequest) -> dict[str, Any]:
         scopes = self._scopes(principal, request.scopes)
         if request.profile_id is not None:
             await self._profile_status(principal, request.profile_id)
+        ids = _ChosenIds(principal, "pointer-change")
         change = self.engine.rollback_ranking_profile(
             request.profile_id,
             owner=principal.owner,
             scopes=scopes,
-            change_id=request.change_id,
+            change_id=ids(request.change_id),
             **self._expected(request),
         )
-        return await self._change(principal, scopes, change)
+        return await self._change(principal, scopes, ids, change)
 
     # --- the agent tool set (prme_api.agent_tools) -----------------------------------------------
 
