@@ -20,6 +20,18 @@ def tamper(store: Any, sql: str, params: Sequence[Any] = ()) -> None:
             tx.conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
 
 
+def tamper_projection(store: Any, request_id: str, **columns: Any) -> None:
+    """Overwrite columns of one receipt's projection (``receipt_projections`` names), wherever the
+    store keeps it: its own table, or the receipt's operations row on a store that folds them
+    (``storage.sql.FOLDED_PROJECTION_COLUMNS``, where ``receipt_projections`` is a view)."""
+    if store._receipts_folded:
+        sets = ", ".join(f"rp_{name} = ?" for name in columns)
+        sql = f"UPDATE operations SET {sets} WHERE target_id = ? AND rp_schema_version IS NOT NULL"
+    else:
+        sql = f"UPDATE receipt_projections SET {', '.join(f'{name} = ?' for name in columns)} WHERE request_id = ?"
+    tamper(store, sql, [*columns.values(), request_id])
+
+
 def edit_receipt_payload(store: Any, request_id: str, old: str, new: str) -> None:
     """Replace ``old`` by ``new`` in a stored receipt's canonical JSON, in whichever form it is
     stored (text, or compressed in ``payload_z``), leaving its checksum as it was."""

@@ -1,4 +1,5 @@
-"""Persisting and reading receipts: one append-only operation plus its projection, atomically.
+"""Persisting and reading receipts: one append-only operation plus its projection, atomically
+(one row on a store that folds them, ``storage.sql.FOLDED_PROJECTION_COLUMNS``).
 
 The operation's payload is the receipt's canonical bytes and its checksum is the receipt
 checksum that feedback records bind to. In the same transaction the receipt's candidate
@@ -121,11 +122,9 @@ def write_receipt(tx: StoreSession, receipt: RetrievalReceipt, payload: bytes | 
     """
     draft = _draft(receipt, tx.backend, payload)
     try:
-        stored = tx.insert_new_operation(draft)
+        return tx.append_receipt(draft, _projection_row(receipt, draft.checksum, tx.backend))
     except DuplicateKey:
         raise IdempotencyConflict(f"request id {receipt.request_id} already has a stored receipt") from None
-    tx.insert_receipt_projections([_projection_row(receipt, stored.checksum, tx.backend)])
-    return stored
 
 
 def write_receipts(tx: StoreSession, receipts: Sequence[RetrievalReceipt]) -> list[str]:
@@ -135,18 +134,19 @@ def write_receipts(tx: StoreSession, receipts: Sequence[RetrievalReceipt]) -> li
     transaction (``IdempotencyConflict``)."""
     drafts = [_draft(receipt, tx.backend) for receipt in receipts]
     try:
-        tx.insert_new_operations(drafts)
+        tx.append_receipts(drafts, [_projection_row(r, d.checksum, tx.backend) for r, d in zip(receipts, drafts)])
     except DuplicateKey:
         raise IdempotencyConflict(
             "a request id of these receipts already has a stored receipt (or repeats "
             "within the batch); nothing of the batch is kept once the transaction ends"
         ) from None
-    tx.insert_receipt_projections([_projection_row(r, d.checksum, tx.backend) for r, d in zip(receipts, drafts)])
     return [d.checksum for d in drafts]
 
 
 def persist_receipt(store: Store, receipt: RetrievalReceipt) -> StoredOperation:
-    with store.transaction() as tx:
+    """``write_receipt`` in a transaction of its own (one statement where the store folds the
+    projection into the receipt's row)."""
+    with store.transaction(single_write=store.folds_receipts) as tx:
         return write_receipt(tx, receipt)
 
 

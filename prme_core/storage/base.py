@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from prme_core.errors import StoreUnavailable
 from prme_core.storage.records import AppliedMigration, Vacuumed
-from prme_core.storage.schema import MIGRATIONS, migration_sql
+from prme_core.storage.schema import MIGRATIONS, RECEIPTS_FOLDED_VERSION, migration_sql
 from prme_core.storage.session import StoreSession
 from prme_core.storage.sql import Connection
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
@@ -25,39 +25,53 @@ class Store(Protocol):
 
     @property
     def url(self) -> str: ...
-    def transaction(self, read_only: bool = False) -> AbstractContextManager[StoreSession]: ...
+    def transaction(
+        self, read_only: bool = False, single_write: bool = False
+    ) -> AbstractContextManager[StoreSession]: ...
     def applied_migrations(self) -> list[AppliedMigration]: ...
     def vacuum(self) -> Vacuumed: ...
     def close(self) -> None: ...
     def state_version(self) -> int | None: ...
+    @property
+    def folds_receipts(self) -> bool: ...
 
 
 class SqlStore:
     """Shared behaviour: nested ``transaction()`` calls join the outer one; migrate on open."""
 
     backend: str = "sql"
+    _receipts_folded = False  # set by migrate: see SessionBase.receipts_folded
 
     def __init__(self) -> None:
         self._active = threading.local()
         self.migrate()
 
-    def _begin(self, read_only: bool = False) -> AbstractContextManager[Connection]:  # pragma: no cover
+    def _begin(self, autocommit: bool = False) -> AbstractContextManager[Connection]:  # pragma: no cover
         raise NotImplementedError
 
+    @property
+    def folds_receipts(self) -> bool:
+        """Whether a receipt and its projection are one row (``StoreSession.append_receipt`` is
+        then a single statement, see ``storage.sql.FOLDED_PROJECTION_COLUMNS``)."""
+        return self._receipts_folded
+
     @contextmanager
-    def transaction(self, read_only: bool = False) -> Iterator[StoreSession]:
+    def transaction(self, read_only: bool = False, single_write: bool = False) -> Iterator[StoreSession]:
         """One atomic unit of work; everything in it commits together or not at all.
 
-        ``read_only=True`` promises no writes; DuckDB then runs the reads as single autocommit
-        statements (each one consistent), which saves two round trips on the retrieval path.
-        A transaction that wrote memory bumps the owners' memory revisions just before COMMIT.
+        ``read_only=True`` promises no writes, ``single_write=True`` at most one writing
+        statement (atomic by itself); DuckDB then runs the statements in autocommit (each one
+        consistent, the write its own transaction), which saves a round trip or two on the
+        retrieval path. A transaction that wrote memory bumps the owners' memory revisions just
+        before COMMIT.
         """
         current = getattr(self._active, "session", None)
         if current is not None:
             yield current
             return
-        with self._begin(read_only) as conn:
+        with self._begin(read_only or single_write) as conn:
             session = StoreSession(conn, self.backend)
+            session.receipts_folded = self._receipts_folded
             self._active.session = session
             try:
                 yield session
@@ -89,7 +103,8 @@ class SqlStore:
                             "this code's; the store was created by another PRME build"
                         )
                     continue
-                tx.conn.execute(migration_sql(migration, self.backend))
+                if migration.only in (None, self.backend):
+                    tx.conn.execute(migration_sql(migration, self.backend))
                 if self.backend == "postgresql" and migration.postgresql_extra:
                     tx.conn.execute(migration.postgresql_extra)
                 tx.conn.execute(
@@ -97,6 +112,13 @@ class SqlStore:
                     [migration.version, migration.name, migration.checksum, to_epoch_us(utc_now())],
                 )
                 applied_now.append(migration.version)
+            known = {m.version: m for m in MIGRATIONS}
+            folding = known.get(RECEIPTS_FOLDED_VERSION)
+            self._receipts_folded = (
+                folding is not None
+                and folding.only == self.backend
+                and (RECEIPTS_FOLDED_VERSION in recorded or RECEIPTS_FOLDED_VERSION in applied_now)
+            )
             newer = [v for v in recorded if v > MIGRATIONS[-1].version]
             if newer:
                 raise StoreUnavailable(

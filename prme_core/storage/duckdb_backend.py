@@ -232,13 +232,13 @@ class DuckDBStore(SqlStore):
             )
 
     @contextmanager
-    def _begin(self, read_only: bool = False) -> Iterator[_DuckConnection]:
+    def _begin(self, autocommit: bool = False) -> Iterator[_DuckConnection]:
         self._check_process()
         with self._lock:
             if self._raw is None:
                 raise StoreUnavailable("the store is closed; open a new one")
             with _damage_reported(self._url.target), self._conn.memory_bound_released():
-                if read_only:  # single statements in autocommit: no BEGIN/COMMIT round trips
+                if autocommit:  # single statements in autocommit: no BEGIN/COMMIT round trips
                     yield self._conn
                     return
                 self._raw.execute("BEGIN TRANSACTION")

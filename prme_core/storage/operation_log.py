@@ -16,11 +16,11 @@ from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.sql import _OP_SELECT, NEW_OPERATION_COLUMNS, SessionBase, _chunks, _placeholders
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
-_NEW_NAMES = ", ".join(NEW_OPERATION_COLUMNS)
-_NEW_MARKS = _placeholders(len(NEW_OPERATION_COLUMNS))
+_NEW_NAMES = NEW_OPERATION_NAMES = ", ".join(NEW_OPERATION_COLUMNS)
+_NEW_MARKS = NEW_OPERATION_MARKS = _placeholders(len(NEW_OPERATION_COLUMNS))
 
 
-def _operation_values(draft: OperationDraft, admitted_us: int) -> tuple:
+def operation_values(draft: OperationDraft, admitted_us: int) -> tuple:
     """A draft's column values in ``NEW_OPERATION_COLUMNS`` order: the payload as text, or
     (``draft.compressed``) an empty text and the compressed bytes."""
     return (
@@ -36,7 +36,7 @@ def _operation_values(draft: OperationDraft, admitted_us: int) -> tuple:
     )
 
 
-def _written(draft: OperationDraft, seq: int, admitted_us: int) -> StoredOperation:
+def written_operation(draft: OperationDraft, seq: int, admitted_us: int) -> StoredOperation:
     """The stored row of a draft just appended at ``seq`` (its payload as the draft holds it)."""
     return StoredOperation(
         seq=int(seq),
@@ -129,10 +129,10 @@ class OperationLog(SessionBase):
         admitted = to_epoch_us(utc_now())
         returned = self.conn.fetchall(
             f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) ON CONFLICT (id) DO NOTHING RETURNING seq",
-            list(_operation_values(draft, admitted)),
+            list(operation_values(draft, admitted)),
         )
         if returned:
-            return _written(draft, returned[0][0], admitted), True
+            return written_operation(draft, returned[0][0], admitted), True
         existing = self._operation_by_id(draft.id)
         if existing is None:  # pragma: no cover - a conflicting row exists by definition
             raise CorruptRecord(f"operation {draft.id} conflicted but cannot be read back")
@@ -144,9 +144,9 @@ class OperationLog(SessionBase):
         admitted = to_epoch_us(utc_now())
         seq = self.conn.fetchall(
             f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) RETURNING seq",
-            list(_operation_values(draft, admitted)),
+            list(operation_values(draft, admitted)),
         )[0][0]
-        return _written(draft, seq, admitted)
+        return written_operation(draft, seq, admitted)
 
     def _operation_by_id(self, op_id: str) -> StoredOperation | None:
         rows = self.conn.fetchall(f"SELECT {_OP_SELECT} FROM operations WHERE id = ?", [op_id])
@@ -338,5 +338,5 @@ class OperationLog(SessionBase):
         self.conn.bulk_insert(
             "operations",
             NEW_OPERATION_COLUMNS,
-            [_operation_values(d, admitted) for d in drafts],
+            [operation_values(d, admitted) for d in drafts],
         )

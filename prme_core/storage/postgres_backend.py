@@ -161,7 +161,8 @@ class PostgresStore(SqlStore):
         return self._url.redacted()
 
     @contextmanager
-    def _begin(self, read_only: bool = False) -> Iterator[_PgConnection]:
+    def _begin(self, autocommit: bool = False) -> Iterator[_PgConnection]:
+        """Always a transaction: PostgreSQL gains nothing from autocommit here."""
         if self._pool is None:
             raise StoreUnavailable("the store is closed; open a new one")
         with self._pool.connection() as raw:

@@ -28,7 +28,16 @@ from prme_core.storage.compression import (
     with_node_refs,
 )
 from prme_core.storage.node_rows import NodeRows
-from prme_core.storage.sql import PROJECTION_COLUMNS, SessionBase, _placeholders
+from prme_core.storage.operation_log import NEW_OPERATION_MARKS, OperationLog, operation_values, written_operation
+from prme_core.storage.records import OperationDraft, StoredOperation
+from prme_core.storage.sql import (
+    FOLDED_PROJECTION_COLUMNS,
+    NEW_OPERATION_COLUMNS,
+    PROJECTION_COLUMNS,
+    SessionBase,
+    _placeholders,
+)
+from prme_core.types import to_epoch_us, utc_now
 
 _FLOATS = 9  # the float block's place in a projection row as read
 _TEXTS = (10, 11)  # node_ids and base_node_ids in a projection row as read
@@ -89,10 +98,46 @@ class ReceiptRows(SessionBase):
                 ):
                     yield from zip(*columns)
 
+    def append_receipt(self, draft: OperationDraft, projection: tuple) -> StoredOperation:
+        """Append a receipt's operation (its id known to be new) and its projection row
+        (``PROJECTION_COLUMNS`` order, for the same owner and request id): one INSERT where the
+        store folds them (``receipts_folded``), else the operation and then the projection. A
+        duplicate id raises ``DuplicateKey`` and the transaction must end."""
+        if not self.receipts_folded:
+            stored = OperationLog.insert_new_operation(self, draft)
+            self.insert_receipt_projections([projection])
+            return stored
+        if self.backend in REF_BACKENDS:
+            (projection,) = self._by_reference([projection])
+        admitted = to_epoch_us(utc_now())
+        seq = self.conn.fetchall(
+            f"INSERT INTO operations ({_FOLDED_NAMES}) VALUES ({NEW_OPERATION_MARKS}, {_FOLDED_MARKS}) RETURNING seq",
+            [*operation_values(draft, admitted), *_folded(draft, projection)],
+        )[0][0]
+        return written_operation(draft, seq, admitted)
+
+    def append_receipts(self, drafts: Sequence[OperationDraft], projections: Sequence[tuple]) -> None:
+        """``append_receipt`` for many receipts, in bounded multi-row statements."""
+        if not self.receipts_folded:
+            OperationLog.insert_new_operations(self, drafts)
+            self.insert_receipt_projections(projections)
+            return
+        if self.backend in REF_BACKENDS:
+            projections = self._by_reference(projections)
+        admitted = to_epoch_us(utc_now())
+        self.conn.bulk_insert(
+            "operations",
+            (*NEW_OPERATION_COLUMNS, *FOLDED_PROJECTION_COLUMNS),
+            [(*operation_values(d, admitted), *_folded(d, p)) for d, p in zip(drafts, projections, strict=True)],
+        )
+
     def insert_receipt_projections(self, rows: Sequence[tuple]) -> None:
         """Packed candidate projections of receipts: one row per receipt, in ``PROJECTION_COLUMNS``
         order (``receipts.store`` builds them); ids stored as node references where the backend
-        keeps them and every id has one (a row naming a node without one is stored as it came)."""
+        keeps them and every id has one (a row naming a node without one is stored as it came).
+        A folded store takes projections only with their receipts (``append_receipt``)."""
+        if self.receipts_folded:
+            raise RuntimeError("this store keeps a projection in its receipt's row: write both with append_receipt")
         if self.backend in REF_BACKENDS:
             rows = self._by_reference(rows)
         self.conn.bulk_insert("receipt_projections", PROJECTION_COLUMNS, rows)
@@ -196,7 +241,10 @@ class ReceiptRows(SessionBase):
                 )
                 dropped += int(found[0][0] or 0)
                 self.conn.execute(
-                    "UPDATE receipt_projections SET pool = NULL, pool_dropped_us = ? "
+                    "UPDATE operations SET rp_pool = NULL, rp_pool_dropped_us = ? "
+                    f"WHERE owner = ? AND rp_pool IS NOT NULL AND rp_schema_version IS NOT NULL AND target_id IN ({marks})"
+                    if self.receipts_folded
+                    else "UPDATE receipt_projections SET pool = NULL, pool_dropped_us = ? "
                     f"WHERE owner = ? AND pool IS NOT NULL AND request_id IN ({marks})",
                     [at_us, owner, *chunk],
                 )
@@ -215,6 +263,18 @@ class ReceiptRows(SessionBase):
     def receipt_owners(self) -> list[str]:
         """Every owner with a stored receipt, sorted."""
         return [r[0] for r in self.conn.fetchall("SELECT DISTINCT owner FROM receipt_projections ORDER BY owner")]
+
+
+_FOLDED_NAMES = ", ".join((*NEW_OPERATION_COLUMNS, *FOLDED_PROJECTION_COLUMNS))
+_FOLDED_MARKS = _placeholders(len(FOLDED_PROJECTION_COLUMNS))
+
+
+def _folded(draft: OperationDraft, projection: tuple) -> tuple:
+    """A projection row's values in ``FOLDED_PROJECTION_COLUMNS`` order, checked to name the
+    draft's owner and request (the operations row stands for both)."""
+    if (projection[0], projection[1]) != (draft.owner, draft.target_id):
+        raise ValueError(f"the projection of {projection[1]} belongs to another receipt than operation {draft.id}")
+    return projection[2:]
 
 
 def _columns(batch: Any) -> list[list]:

@@ -22,10 +22,13 @@ class Migration:
     name: str
     sql: str
     postgresql_extra: str = ""
+    only: str | None = None
+    """The one backend whose store this migration changes; the others record it and do nothing."""
 
     @property
     def checksum(self) -> str:
-        return sha256_hex(self.sql + "\n--pg--\n" + self.postgresql_extra)
+        scope = "" if self.only is None else f"\n--only--\n{self.only}"
+        return sha256_hex(self.sql + "\n--pg--\n" + self.postgresql_extra + scope)
 
 
 _NODE_COLUMNS_DDL = """
@@ -322,5 +325,53 @@ INSERT INTO node_refs (owner, id, ref) SELECT owner, id, seq FROM memory_nodes;
 CREATE TRIGGER node_refs_append_only BEFORE UPDATE OR DELETE ON node_refs
     FOR EACH ROW EXECUTE FUNCTION prme_refuse_change();
 """,
+    ),
+)
+
+RECEIPTS_FOLDED_VERSION = 11
+
+MIGRATIONS = MIGRATIONS + (
+    Migration(
+        RECEIPTS_FOLDED_VERSION,
+        "DuckDB: a receipt's projection folded into its operations row (issue 28: saving a retrieval is one "
+        "INSERT instead of two, each of which costs DuckDB about a millisecond whatever its size); "
+        "receipt_projections becomes a view over those columns, so every read of it stays as it was",
+        """
+ALTER TABLE operations ADD COLUMN rp_receipt_checksum TEXT;
+ALTER TABLE operations ADD COLUMN rp_schema_version INTEGER;
+ALTER TABLE operations ADD COLUMN rp_scope_key TEXT;
+ALTER TABLE operations ADD COLUMN rp_query TEXT;
+ALTER TABLE operations ADD COLUMN rp_ranking_policy TEXT;
+ALTER TABLE operations ADD COLUMN rp_fusion TEXT;
+ALTER TABLE operations ADD COLUMN rp_candidate_count INTEGER;
+ALTER TABLE operations ADD COLUMN rp_int_columns BLOB;
+ALTER TABLE operations ADD COLUMN rp_float_columns BLOB;
+ALTER TABLE operations ADD COLUMN rp_node_ids TEXT;
+ALTER TABLE operations ADD COLUMN rp_base_node_ids TEXT;
+ALTER TABLE operations ADD COLUMN rp_adjustments TEXT;
+ALTER TABLE operations ADD COLUMN rp_pool_sha256 TEXT;
+ALTER TABLE operations ADD COLUMN rp_pool_flags INTEGER;
+ALTER TABLE operations ADD COLUMN rp_pool BLOB;
+ALTER TABLE operations ADD COLUMN rp_pool_dropped_us BIGINT;
+UPDATE operations SET
+    rp_receipt_checksum = p.receipt_checksum, rp_schema_version = p.schema_version, rp_scope_key = p.scope_key,
+    rp_query = p.query, rp_ranking_policy = p.ranking_policy, rp_fusion = p.fusion,
+    rp_candidate_count = p.candidate_count, rp_int_columns = p.int_columns, rp_float_columns = p.float_columns,
+    rp_node_ids = p.node_ids, rp_base_node_ids = p.base_node_ids, rp_adjustments = p.adjustments,
+    rp_pool_sha256 = p.pool_sha256, rp_pool_flags = p.pool_flags, rp_pool = p.pool,
+    rp_pool_dropped_us = p.pool_dropped_us
+FROM receipt_projections p
+WHERE operations.owner = p.owner AND operations.op_type = 'retrieval_receipt' AND operations.target_id = p.request_id;
+DROP TABLE receipt_projections;
+CREATE VIEW receipt_projections AS
+SELECT owner, target_id AS request_id, rp_receipt_checksum AS receipt_checksum, rp_schema_version AS schema_version,
+    rp_scope_key AS scope_key, rp_query AS query, rp_ranking_policy AS ranking_policy, rp_fusion AS fusion,
+    rp_candidate_count AS candidate_count, rp_int_columns AS int_columns, rp_float_columns AS float_columns,
+    rp_node_ids AS node_ids, rp_base_node_ids AS base_node_ids, rp_adjustments AS adjustments,
+    rp_pool_sha256 AS pool_sha256, rp_pool_flags AS pool_flags, rp_pool AS pool, rp_pool_dropped_us AS pool_dropped_us
+FROM operations
+WHERE op_type = 'retrieval_receipt' AND rp_schema_version IS NOT NULL;
+""",
+        only="duckdb",
     ),
 )

@@ -66,6 +66,12 @@ PROJECTION_COLUMNS = (
 PROJECTION_STATE_COLUMNS = ("pool_dropped_us",)
 """Columns of ``receipt_projections`` that a row gains after it is written (retention marks when
 it dropped the pool); never in the inserted row."""
+FOLDED_PROJECTION_COLUMNS = tuple(f"rp_{c}" for c in PROJECTION_COLUMNS[2:])
+"""Where a folded store (DuckDB from migration 11, ``SessionBase.receipts_folded``) keeps a
+receipt's projection: in the receipt's own operations row, so saving a retrieval is one INSERT
+(the owner and request id are the row's ``owner`` and ``target_id``). ``receipt_projections`` is
+then a view over these columns, and every read of it stays as it was."""
+FOLDED_STATE_COLUMNS = tuple(f"rp_{c}" for c in PROJECTION_STATE_COLUMNS)
 ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))
 """Every stored column of a node version but the owner (the digest names it once) and the content
 (its hash stands for it)."""
@@ -104,6 +110,7 @@ class SessionBase:
         self.conn = conn
         self.backend = backend
         self._memory_written: set[str] = set()  # owners whose revision this transaction bumps
+        self.receipts_folded = False  # receipt projections live in the operations row (FOLDED_PROJECTION_COLUMNS)
 
     def lock(self, key: str) -> None:
         """Serialize writers of one logical key until this transaction ends."""

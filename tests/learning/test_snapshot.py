@@ -6,7 +6,7 @@ import pytest
 
 from prme_core.errors import CorruptRecord, InvalidInput, SnapshotTooLarge
 from prme_core.learning.snapshot import load_snapshot
-from tests.tampering import edit_receipt_payload, tamper
+from tests.tampering import edit_receipt_payload, tamper, tamper_projection
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -67,11 +67,7 @@ def test_a_corrupt_receipt_payload_fails_the_cut(judged):
 
 def test_a_corrupt_candidate_projection_fails_the_cut(judged):
     record = judged.list_relevance("alice")[0]
-    _tamper(
-        judged,
-        "UPDATE receipt_projections SET adjustments = ? WHERE request_id = ?",
-        ['[{"coefficient":0.5,"kind":"session_decay"}]', str(record.request_id)],
-    )
+    tamper_projection(judged.store, str(record.request_id), adjustments='[{"coefficient":0.5,"kind":"session_decay"}]')
     with pytest.raises(CorruptRecord, match="projection"):
         judged.snapshot_feedback("alice")
 

@@ -22,7 +22,7 @@ from prme_core.storage.schema import MIGRATIONS
 from prme_core.types import to_epoch_us, utc_now
 from tests.memory.test_forget import _database_bytes
 from tests.receipts.test_receipt_versions import PINNED, VERSIONS, golden, golden_receipt, mf
-from tests.tampering import tamper
+from tests.tampering import tamper, tamper_projection
 
 
 def _judged_retrieval(client: MemoryClient, owner: str, query: str):
@@ -101,9 +101,7 @@ def test_a_damaged_compressed_float_block_fails_the_snapshot(client):
     request_id = str(response.metadata.request_id)
     _, _, floats = _stored_row(client.store, request_id)
     for damaged in (floats[:-3], b"\x01" * 9, stored_float_block(b"\x00" * 16)):
-        tamper(
-            client.store, "UPDATE receipt_projections SET float_columns = ? WHERE request_id = ?", [damaged, request_id]
-        )
+        tamper_projection(client.store, request_id, float_columns=damaged)
         with pytest.raises(CorruptRecord, match="projection"):
             client.snapshot_feedback("alice")
 

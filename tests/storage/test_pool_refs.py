@@ -38,6 +38,7 @@ from prme_core.storage.compression import NODE_REFS_MAGIC, pack_refs, unpack_ref
 from prme_core.storage.node_rows import NodeRows
 from prme_core.storage.schema import MIGRATIONS
 from tests.fixtures.receipts import make_fixtures as mf
+from tests.tampering import tamper_projection
 
 TEXTS = [
     "the bicycle needs a new chain and brake pads",
@@ -158,16 +159,7 @@ def test_a_damaged_stored_reference_block_fails_closed(client):
     pool, nodes, _ = _stored(client.store, request_id)
     bad_pool = pool[: len(NODE_REFS_MAGIC) + 8] + b"\x00" * 16
     bad_nodes = receipt_rows.TEXT_REFS_PREFIX + "not base64!"
-    with client.store.transaction() as tx:
-        pg = client.store.backend == "postgresql"
-        if pg:
-            tx.conn.execute("ALTER TABLE receipt_projections DISABLE TRIGGER USER")
-        tx.conn.execute(
-            "UPDATE receipt_projections SET pool = ?, node_ids = ? WHERE request_id = ?",
-            [bad_pool, bad_nodes, request_id],
-        )
-        if pg:
-            tx.conn.execute("ALTER TABLE receipt_projections ENABLE TRIGGER USER")
+    tamper_projection(client.store, request_id, pool=bad_pool, node_ids=bad_nodes)
     with pytest.raises(CorruptRecord):
         get_receipt(client.store, "alice", response.metadata.request_id, with_pool=True)
     with pytest.raises(CorruptRecord, match="node references"), client.store.transaction(read_only=True) as tx:
