@@ -35,6 +35,10 @@ SERVER_FILES = {
     "tests/assets/test_cli_defects.py",
     "tests/assets/test_forget_cli.py",
     "tests/assets/test_main_sample.py",
+    "tests/api/test_agent_tools.py",
+    "tests/api/test_evidence_bound.py",
+    "tests/api/test_roles.py",
+    "tests/api/test_scoped_ids.py",
 }
 """Files whose tests start a server, a worker or a subprocess."""
 SERVER_TESTS = ("multiprocess",)
