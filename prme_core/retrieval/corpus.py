@@ -94,26 +94,12 @@ class _VectorIndex:
         qnorm = float(np.sqrt(np.sum(q.astype(np.float64) ** 2)))
         if self.sparse is None or qnorm**2 >= 2.0**24:
             return cosine_scores(self.matrix, self.norms, q, qnorm)
-        dots = self._sparse_dots(q)
+        used = np.flatnonzero(q)
+        dots = (self.sparse[:, used] @ q[used]).astype(np.float64)
         denominator = self.norms * qnorm
         out = np.zeros(dots.shape[0], dtype=np.float64)
         np.divide(dots, denominator, out=out, where=denominator > 0.0)
         return np.clip(out, -1.0, 1.0)
-
-    def _sparse_dots(self, q: np.ndarray) -> np.ndarray:
-        """Every row's dot product with ``q``, read from the stored entries of the columns where
-        ``q`` is non-zero (gathered straight from the CSC arrays, without building the column
-        slice as a matrix). Entries and ``q`` are small integers, so every product and sum is
-        exact in float64 and the result does not depend on the order of addition."""
-        matrix = self.sparse
-        assert matrix is not None
-        used = np.flatnonzero(q)
-        starts, ends = matrix.indptr[used], matrix.indptr[used + 1]
-        lengths = ends - starts
-        # the positions of the used columns' entries: each column's run, one after the other
-        runs = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        weights = matrix.data[runs].astype(np.float64) * np.repeat(q[used].astype(np.float64), lengths)
-        return np.bincount(matrix.indices[runs], weights=weights, minlength=matrix.shape[0])
 
 
 @dataclass

@@ -224,29 +224,3 @@ def test_embedding_provider_by_name_is_one_instance_per_process():
 def test_embedding_provider_rejects_an_unknown_name_naming_the_choices():
     with pytest.raises(InvalidInput, match="embedding.*hashed, minilm"):
         embedding_provider("word2vec")
-
-
-def test_sparse_cosine_gathers_exactly_what_the_column_slice_product_gives():
-    """The hashed-embedding cosine reads the query's columns straight from the CSC arrays; on
-    small-integer embeddings it equals the column-slice matrix product bit for bit."""
-    from prme_core.retrieval.corpus import _VectorIndex
-
-    rng = np.random.default_rng(7)
-    checked = 0
-    for _ in range(150):
-        rows, dims = int(rng.integers(1, 200)), 48
-        matrix = np.zeros((rows, dims), dtype=np.float32)
-        for i in range(rows):
-            cols = rng.choice(dims, int(rng.integers(0, 9)))
-            matrix[i, cols] += rng.integers(-3, 4, len(cols))
-        index = _VectorIndex(matrix)
-        query = np.zeros(dims, dtype=np.float32)
-        query[rng.choice(dims, int(rng.integers(0, 7)))] = rng.integers(-3, 4)
-        assert index.sparse is not None
-        used = np.flatnonzero(query)
-        expected = (index.sparse[:, used] @ query[used]).astype(np.float64)
-        assert np.array_equal(index._sparse_dots(query), expected)
-        dense = matrix.astype(np.float64) @ query.astype(np.float64)
-        assert np.array_equal(index._sparse_dots(query), dense)
-        checked += used.size > 0
-    assert checked > 100
