@@ -40,7 +40,9 @@ from prme_core import MemoryClient
 from prme_core.datasets.locomo import LocomoDataNotFound, read_locomo
 from prme_core.receipts import store as receipt_store
 from prme_core.receipts.store import receipt_bytes
+from prme_core.storage import base as store_base
 from prme_core.storage import receipt_rows
+from prme_core.storage.schema import RECEIPTS_FOLDED_VERSION
 
 OWNER = "bench-owner"
 PROFILE_OWNER = "bench-owner-with-profile"
@@ -84,6 +86,18 @@ def raw_pool_storage() -> Iterator[None]:
         receipt_store._stored = original
 
 
+@contextmanager
+def unfolded_stores() -> Iterator[None]:
+    """Stores opened meanwhile keep a receipt's projection in its own table, as before
+    migration 11 folded it into the receipt's row on DuckDB (``storage.sql.FOLDED_PROJECTION_COLUMNS``)."""
+    saved = store_base.MIGRATIONS
+    store_base.MIGRATIONS = tuple(m for m in saved if m.version < RECEIPTS_FOLDED_VERSION)
+    try:
+        yield
+    finally:
+        store_base.MIGRATIONS = saved
+
+
 def storage_arm(arm: str) -> AbstractContextManager[None]:
     """How the arm stores its receipts: before issue 28, before the receipt's compaction, or now."""
     if arm == RAW_POOL:
@@ -98,6 +112,14 @@ def disk_bytes(client: MemoryClient) -> int:
     return client.vacuum().bytes_after
 
 
+def _opened(url: str, *, folded: bool) -> MemoryClient:
+    """A client on ``url``; with ``folded=False`` its store keeps the row layout from before migration 11."""
+    if folded:
+        return MemoryClient(url)
+    with unfolded_stores():
+        return MemoryClient(url)
+
+
 def bytes_per_retrieval(backend: str, items: list[dict], qs: list[str], limit: int, n: int) -> dict[str, float]:
     """Bytes on disk per retrieval as stored before issue 28, before the receipt's compaction and now: each arm
     gets a fresh store with the same memories, writes ``n`` receipts (the queries in turn) and
@@ -105,7 +127,7 @@ def bytes_per_retrieval(backend: str, items: list[dict], qs: list[str], limit: i
     ``n`` is large enough that one block is under 1 KB a retrieval)."""
     out = {}
     for arm in (RAW_POOL, PREVIOUS, OWNER):
-        with bench_store_url(backend) as url, MemoryClient(url) as client:
+        with bench_store_url(backend) as url, _opened(url, folded=arm == OWNER) as client:
             for start in range(0, len(items), 5000):
                 client.store_batch(OWNER, items[start : start + 5000])
             before = disk_bytes(client)
@@ -244,7 +266,10 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
             mean([len(receipt_store._stored(r.packed_pool(), client.store.backend)) for r in receipts]),
             "B",
         )
-        for arm, label in ((RAW_POOL, "stored as before issue 28"), (PREVIOUS, "receipt stored as text")):
+        for arm, label in (
+            (RAW_POOL, "encoded as before issue 28, rows as now"),
+            (PREVIOUS, "receipt stored as text, rows as now"),
+        ):
             row(f"retrieve p50, {label} (interleaved)", percentile(earlier[arm], 0.5), "ms")
             row(f"retrieve p50 now / {label}", percentile(latencies, 0.5) / percentile(earlier[arm], 0.5), "x")
             row(
@@ -253,10 +278,14 @@ def bench_backend(backend: str, memories: int, queries: int, limit: int) -> None
                 "ms",
             )
         on_disk = bytes_per_retrieval(backend, items, qs, limit, n=600)
-        row("bytes on disk per retrieval before issue 28 (every receipt row as is)", on_disk[RAW_POOL], "B")
-        row("bytes on disk per retrieval, receipt as text (pool compressed on PostgreSQL)", on_disk[PREVIOUS], "B")
+        row("bytes on disk per retrieval before issue 28 (every receipt row as is, two rows)", on_disk[RAW_POOL], "B")
         row(
-            "bytes on disk per retrieval, now (receipt compressed on PostgreSQL, float block on both)",
+            "bytes on disk per retrieval, receipt as text (pool compressed on PostgreSQL, two rows)",
+            on_disk[PREVIOUS],
+            "B",
+        )
+        row(
+            "bytes on disk per retrieval, now (receipt compressed on PostgreSQL, float block on both, one row on DuckDB)",
             on_disk[OWNER],
             "B",
             "target ≤ 15 KB",
@@ -436,6 +465,7 @@ def compare_with_revision(backend: str, rev: str, memories: int, queries: int, l
                     for worker in arms.values():
                         worker.wait_ready()
                     timings = _interleaved(arms, len(qs))
+                    runs = _in_runs(arms, len(qs))
                 finally:
                     for worker in arms.values():
                         worker.close()
@@ -464,6 +494,36 @@ def compare_with_revision(backend: str, rev: str, memories: int, queries: int, l
     for arm, name in (("then", rev), ("now", "this tree")):
         cost = median([b - a for a, b in zip(timings[(arm, OWNER)], timings[(arm, PROFILE_OWNER)])])
         row(f"profile cost ({name}): median paired difference", cost, "ms", "target ≤ 1 ms" if arm == "now" else "")
+    now, then = runs["now"], runs["then"]
+    row(f"retrieve p50 no profile in runs of {RUN}, {rev}", percentile(then, 0.5), "ms")
+    row(f"retrieve p50 no profile in runs of {RUN}, this tree", percentile(now, 0.5), "ms")
+    row(
+        f"retrieve p50 no profile in runs of {RUN}, this tree / {rev}",
+        100.0 * percentile(now, 0.5) / percentile(then, 0.5),
+        "%",
+    )
+
+
+RUN = 20
+"""Retrievals in a row per worker in the second comparison (``_in_runs``)."""
+
+
+def _in_runs(arms: dict[str, _Worker], queries: int) -> dict[str, list[float]]:
+    """The no-profile owner's queries again, ``RUN`` in a row per worker, the workers taking
+    turns (which goes first alternates). Interleaving one retrieval at a time (``_interleaved``)
+    hands the CPU to the other worker before every retrieval, so each one starts with caches the
+    other process filled; a server answering requests back to back mostly does not. Both
+    figures are reported; neither replaces the other."""
+    timings: dict[str, list[float]] = {arm: [] for arm in arms}
+    names = list(arms)
+    for block, start in enumerate(range(0, queries, RUN)):
+        for arm in names if block % 2 == 0 else names[::-1]:
+            for i in range(start, min(start + RUN, queries)):
+                elapsed, persisted, status = arms[arm].retrieve(OWNER, i)
+                if not persisted or status != "none":
+                    raise RuntimeError(f"{arm} {OWNER}: receipt persisted {persisted}, profile {status}")
+                timings[arm].append(elapsed)
+    return timings
 
 
 def _interleaved(arms: dict[str, _Worker], queries: int) -> dict[tuple[str, str], list[float]]:

@@ -177,12 +177,20 @@ class Corpus:
         return mask
 
     def memory_us(self) -> np.ndarray:
-        """Each node's memory time: event time, else updated time, else created time."""
-        return np.where(np.isnan(self.event_us), self.updated_us, self.event_us)
+        """Each node's memory time: event time, else updated time, else created time (computed
+        once per corpus; treat as read-only)."""
+        found = self.extras.get("memory_us")
+        if found is None:
+            found = self.extras["memory_us"] = np.where(np.isnan(self.event_us), self.updated_us, self.event_us)
+        return found
 
     def stated_us(self) -> np.ndarray:
-        """Each node's stated time: event time, else created time."""
-        return np.where(np.isnan(self.event_us), self.created_us, self.event_us)
+        """Each node's stated time: event time, else created time (computed once per corpus;
+        treat as read-only)."""
+        found = self.extras.get("stated_us")
+        if found is None:
+            found = self.extras["stated_us"] = np.where(np.isnan(self.event_us), self.created_us, self.event_us)
+        return found
 
 
 def _float_column(table: Any, name: str) -> np.ndarray:
