@@ -478,14 +478,7 @@ def compare_with_revision(backend: str, rev: str, memories: int, queries: int, l
     )
     for owner, label in ((OWNER, "no profile"), (PROFILE_OWNER, "applied profile")):
         now, then = timings[("now", owner)], timings[("then", owner)]
-        row(f"retrieve p50 {label}, {rev}", percentile(then, 0.5), "ms")
-        row(f"retrieve p50 {label}, this tree", percentile(now, 0.5), "ms")
-        row(
-            f"retrieve p50 {label}, this tree / {rev}",
-            100.0 * percentile(now, 0.5) / percentile(then, 0.5),
-            "%",
-            "target ≤ 70%" if owner == OWNER and backend == "duckdb" else "",
-        )
+        _p50_rows(label, rev, now, then, "target ≤ 70%" if owner == OWNER and backend == "duckdb" else "")
         row(
             f"retrieve {label}: median paired difference this tree - {rev}",
             median([a - b for a, b in zip(now, then)]),
@@ -494,14 +487,13 @@ def compare_with_revision(backend: str, rev: str, memories: int, queries: int, l
     for arm, name in (("then", rev), ("now", "this tree")):
         cost = median([b - a for a, b in zip(timings[(arm, OWNER)], timings[(arm, PROFILE_OWNER)])])
         row(f"profile cost ({name}): median paired difference", cost, "ms", "target ≤ 1 ms" if arm == "now" else "")
-    now, then = runs["now"], runs["then"]
-    row(f"retrieve p50 no profile in runs of {RUN}, {rev}", percentile(then, 0.5), "ms")
-    row(f"retrieve p50 no profile in runs of {RUN}, this tree", percentile(now, 0.5), "ms")
-    row(
-        f"retrieve p50 no profile in runs of {RUN}, this tree / {rev}",
-        100.0 * percentile(now, 0.5) / percentile(then, 0.5),
-        "%",
-    )
+    _p50_rows(f"no profile in runs of {RUN}", rev, runs["now"], runs["then"], "")
+
+
+def _p50_rows(label: str, rev: str, now: list[float], then: list[float], target: str) -> None:
+    row(f"retrieve p50 {label}, {rev}", percentile(then, 0.5), "ms")
+    row(f"retrieve p50 {label}, this tree", percentile(now, 0.5), "ms")
+    row(f"retrieve p50 {label}, this tree / {rev}", 100.0 * percentile(now, 0.5) / percentile(then, 0.5), "%", target)
 
 
 RUN = 20
