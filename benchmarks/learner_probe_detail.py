@@ -1,16 +1,12 @@
 """Holdout failure reasons, evidence spread and fitted weights per probe cell."""
 
-import json
 import sys
-from collections import defaultdict
 
 import numpy as np
 
-cells = defaultdict(list)
-for path in sys.argv[1:]:
-    for line in open(path):
-        r = json.loads(line)
-        cells[(r["variant"], json.dumps(r["opts"], sort_keys=True), r["delta"], r["n"])].append(r)
+from benchmarks.learner_probe_summary import probe_cells
+
+cells = probe_cells(sys.argv[1:])
 print(
     "| variant | opts | δ | n | tc weight | bigram | entity | evidence SD | changed share | holdout gain | holdout harm | holdout pass | holdout refusals (gain/recall/p/harm) |"
 )

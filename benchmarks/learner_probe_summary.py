@@ -16,12 +16,18 @@ def exact(k: int, n: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def main(paths: list[str]) -> None:
-    cells = defaultdict(list)
+def probe_cells(paths: list[str]) -> dict[tuple, list[dict]]:
+    """``learner_probe`` rows by (variant, opts, δ, n)."""
+    cells: dict[tuple, list[dict]] = defaultdict(list)
     for path in paths:
         for line in open(path):
             r = json.loads(line)
             cells[(r["variant"], json.dumps(r["opts"], sort_keys=True), r["delta"], r["n"])].append(r)
+    return cells
+
+
+def main(paths: list[str]) -> None:
+    cells = probe_cells(paths)
     print(
         "| variant | opts | δ | n | owners | true gain mean [median] | P(true>0) | fold true gain | offline pass | activated | planted offline pass | all-groups fit true gain |"
     )
