@@ -112,12 +112,9 @@ class SqlStore:
                     [migration.version, migration.name, migration.checksum, to_epoch_us(utc_now())],
                 )
                 applied_now.append(migration.version)
-            known = {m.version: m for m in MIGRATIONS}
-            folding = known.get(RECEIPTS_FOLDED_VERSION)
-            self._receipts_folded = (
-                folding is not None
-                and folding.only == self.backend
-                and (RECEIPTS_FOLDED_VERSION in recorded or RECEIPTS_FOLDED_VERSION in applied_now)
+            # every migration of this code is applied now, so the fold is exactly where this code has it
+            self._receipts_folded = any(
+                m.version == RECEIPTS_FOLDED_VERSION and m.only == self.backend for m in MIGRATIONS
             )
             newer = [v for v in recorded if v > MIGRATIONS[-1].version]
             if newer:

@@ -66,17 +66,16 @@ class ErasureRows(SessionBase):
 
     def erase_owner(self, owner: str) -> dict[str, int]:
         """Delete every row naming ``owner`` (but its deletion records); return the rows removed per table."""
-        counts: dict[str, int] = {}
-        if self.receipts_folded:  # a view over the receipts' operations rows: they go with the operations
-            ((counts["receipt_projections"],),) = self.conn.fetchall(
-                "SELECT count(*) FROM receipt_projections WHERE owner = ?", [owner]
-            )
+        # on a folded store receipt_projections is a view over the receipts' operations rows: its
+        # rows are counted first and go with the operations
+        folded = "receipt_projections" if self.receipts_folded else None
+        viewed = self.conn.fetchall(f"SELECT count(*) FROM {folded} WHERE owner = ?", [owner])[0][0] if folded else 0
         self._erasing(True)
         try:  # each DELETE answers how many rows it removed
-            for table in OWNER_TABLES:
-                if table not in counts:
-                    counts[table] = self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", [owner])
-            counts = {table: counts[table] for table in OWNER_TABLES}
+            counts = {
+                table: viewed if table == folded else self.conn.execute(f"DELETE FROM {table} WHERE owner = ?", [owner])
+                for table in OWNER_TABLES
+            }
         finally:
             self._erasing(False)
         self._memory_written.discard(owner)  # its revision row is gone; the deletion record keeps the floor

@@ -16,8 +16,8 @@ from prme_core.storage.records import OperationDraft, StoredOperation
 from prme_core.storage.sql import _OP_SELECT, NEW_OPERATION_COLUMNS, SessionBase, _chunks, _placeholders
 from prme_core.types import from_epoch_us, to_epoch_us, utc_now
 
-_NEW_NAMES = NEW_OPERATION_NAMES = ", ".join(NEW_OPERATION_COLUMNS)
-_NEW_MARKS = NEW_OPERATION_MARKS = _placeholders(len(NEW_OPERATION_COLUMNS))
+_NEW_NAMES = ", ".join(NEW_OPERATION_COLUMNS)
+NEW_OPERATION_MARKS = _placeholders(len(NEW_OPERATION_COLUMNS))
 
 
 def operation_values(draft: OperationDraft, admitted_us: int) -> tuple:
@@ -128,7 +128,7 @@ class OperationLog(SessionBase):
         """Append unless the id exists; return the stored row and whether this call wrote it."""
         admitted = to_epoch_us(utc_now())
         returned = self.conn.fetchall(
-            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) ON CONFLICT (id) DO NOTHING RETURNING seq",
+            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({NEW_OPERATION_MARKS}) ON CONFLICT (id) DO NOTHING RETURNING seq",
             list(operation_values(draft, admitted)),
         )
         if returned:
@@ -143,7 +143,7 @@ class OperationLog(SessionBase):
         insert). A duplicate id raises ``DuplicateKey`` and the transaction must end."""
         admitted = to_epoch_us(utc_now())
         seq = self.conn.fetchall(
-            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({_NEW_MARKS}) RETURNING seq",
+            f"INSERT INTO operations ({_NEW_NAMES}) VALUES ({NEW_OPERATION_MARKS}) RETURNING seq",
             list(operation_values(draft, admitted)),
         )[0][0]
         return written_operation(draft, seq, admitted)
