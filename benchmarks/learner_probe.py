@@ -371,7 +371,7 @@ def build_owner(delta: float, n: int, seed: int):  # noqa: ANN201
         records.append(world.feedback_record(receipt, relevant, f"{tag}:record:{i}"))
         receipts.append((receipt, ps._checksum(receipt)))
     snapshot = snapshot_from_receipts(world.OWNER, receipts, records)
-    prepared = prepare(snapshot, owner=world.OWNER, scopes=list(world.SCOPES), config=ps.STUDY_CONFIG)
+    prepared = prepare(snapshot, owner=world.OWNER, scopes=list(world.SCOPES), config=ps.PLAIN_CONFIG)
     return prepared, holdout, beta
 
 

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             path = ps._season_path(args.out, d, n, s)
             if path.exists():
                 continue
-            season = ps.run_season(d, n, s, lp.BETAS[d])
+            season = ps.run_season(d, n, s, lp.BETAS[d], ps.PLAIN_CONFIG)
             path.write_bytes(pickle.dumps(season))
             print(f"{args.variant} {args.opts} d={d} n={n} s={s} {season.seconds:.1f}s", file=sys.stderr, flush=True)
     return 0

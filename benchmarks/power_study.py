@@ -56,11 +56,17 @@ VOLUMES = (100, 200, 400, 800, 1600)
 NIGHTS = 10
 
 
-STUDY_CONFIG = LearningConfig(search_starts=8)
-"""The learning configuration of every season: the defaults but for 8 random starts of the pool
+LEARNERS = {
+    "plain": LearningConfig(search_starts=8, shrinkage_grid=(1.0,), shrinkage_folds=3),
+    "shrunk": LearningConfig(search_starts=8),
+}
+"""The learning configurations a season can run: the defaults but for 8 random starts of the pool
 search instead of 32, so that the study's thousands of fits (each with its three cross-fitting
-folds) fit in a few hours on 2 cores. Both designs judge the same fits; the study measures the
-gates, and a weaker search can only make the proposals (not the gates) worse."""
+folds) fit in a few hours on 2 cores (a weaker search can only make the proposals, not the gates,
+worse). ``plain`` is the learner before shrinkage (the search's point, a one-value grid);
+``shrunk`` is today's default (the point shrunk toward the identity by inner folds)."""
+STUDY_CONFIG = LEARNERS["shrunk"]
+PLAIN_CONFIG = LEARNERS["plain"]
 
 
 def seeds_for(delta: float, n: int) -> int:
@@ -220,15 +226,16 @@ def holdout_true_gain(multipliers, beta: float, seed: int) -> float:
 # --- running many seasons ---------------------------------------------------------------------
 
 
-def _season_path(out: Path, delta: float, n: int, seed: int) -> Path:
-    return out / "seasons" / f"d{delta:.2f}_n{n}_s{seed}.pkl"
+def _season_path(out: Path, delta: float, n: int, seed: int, learner: str = "shrunk") -> Path:
+    folder = "seasons" if learner == "plain" else f"seasons-{learner}"  # plain: where earlier runs kept theirs
+    return out / folder / f"d{delta:.2f}_n{n}_s{seed}.pkl"
 
 
-def _work(args: tuple[float, int, int, float, str]) -> str:
-    delta, n, seed, beta, out = args
-    path = _season_path(Path(out), delta, n, seed)
+def _work(args: tuple[float, int, int, float, str, str]) -> str:
+    delta, n, seed, beta, out, learner = args
+    path = _season_path(Path(out), delta, n, seed, learner)
     if not path.exists():
-        season = run_season(delta, n, seed, beta)
+        season = run_season(delta, n, seed, beta, LEARNERS[learner])
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(pickle.dumps(season))
         tmp.replace(path)
@@ -257,11 +264,11 @@ def plan(
     return [(d, n, s) for d in deltas for n in volumes for s in range(count(d, n))]
 
 
-def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Season]:
-    (out / "seasons").mkdir(parents=True, exist_ok=True)
+def run(cells: list[tuple[float, int, int]], out: Path, workers: int, learner: str = "shrunk") -> list[Season]:
+    _season_path(out, 0.0, 0, 0, learner).parent.mkdir(parents=True, exist_ok=True)
     betas = {d: world.calibrate(d) for d in sorted({c[0] for c in cells})}
     print("planted beta per delta:", betas, file=sys.stderr, flush=True)
-    jobs = [(d, n, s, betas[d], str(out)) for d, n, s in cells]
+    jobs = [(d, n, s, betas[d], str(out), learner) for d, n, s in cells]
     # seed by seed (big seasons first within a seed): a run stopped early leaves every cell with
     # about the same share of its seasons, and a later run resumes from the saved ones
     jobs.sort(key=lambda j: (j[2], -j[1]))
@@ -281,25 +288,33 @@ def run(cells: list[tuple[float, int, int]], out: Path, workers: int) -> list[Se
     return [pickle.loads(Path(p).read_bytes()) for p in sorted(paths)]
 
 
-def load(out: Path, cells: list[tuple[float, int, int]]) -> list[Season]:
+def load(out: Path, cells: list[tuple[float, int, int]], learner: str = "shrunk") -> list[Season]:
     """The planned seasons found in ``out`` (a bigger earlier plan's extra seasons stay unread)."""
-    paths = [_season_path(out, d, n, s) for d, n, s in cells]
+    paths = [_season_path(out, d, n, s, learner) for d, n, s in cells]
     return [pickle.loads(p.read_bytes()) for p in paths if p.exists()]
 
 
 # --- the designs' decisions ----------------------------------------------------------------------
 
-TODAY, V3, NEW, IDEAL = "today", "v3", "new", "ideal"
-DESIGNS = (TODAY, V3, NEW, IDEAL)
+TODAY, V3, GATES, NEW, IDEAL = "today", "v3", "gates", "new", "ideal"
+DESIGNS = (TODAY, V3, GATES, NEW, IDEAL)
 DESIGN_LABELS = {
-    TODAY: "today (v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the holdout; every night alone)",
-    V3: "v3 (sign-flip at 2.5% over the validation and cross-fitted training groups, then the holdout "
-    "within a 5% budget spent over its looks alone: 2.5%, 0.83%, 0.42%, …)",
-    NEW: "new (v4: the same offline gate, then the holdout within a 5% budget spent over the partition's "
-    "proposals, counting the offline gate each passed first: 2.5% for the first twenty nights' proposals)",
+    TODAY: "today (the plain learner; v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the "
+    "holdout; every night alone)",
+    V3: "v3 (the plain learner; sign-flip at 2.5% over the validation and cross-fitted training groups, then "
+    "the holdout within a 5% budget spent over its looks alone: 2.5%, 0.83%, 0.42%, …)",
+    GATES: "gates (the plain learner; v4: the same offline gate, then the holdout within a 5% budget spent over "
+    "the partition's proposals, counting the offline gate each passed first: 2.5% for the first twenty nights' "
+    "proposals) — the previous study's *new*",
+    NEW: "new (the shrunk learner — the proposal and each fold's pulled toward the identity by a factor that "
+    "inner folds of their own training groups choose — with the v4 gates)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
-GATED = (TODAY, V3, NEW)
+GATED = (TODAY, V3, GATES, NEW)
+PLAIN_DESIGNS = (TODAY, V3, GATES)
+"""Designs judged on the plain learner's seasons; NEW and IDEAL on the shrunk learner's."""
+BASELINE_NAMES = {TODAY: "today", V3: "v3", GATES: "new"}
+"""Where a plain design's rows come from in a results file written before shrinkage."""
 
 
 def offline_passes(look: Look, design: str) -> bool:
@@ -307,7 +322,7 @@ def offline_passes(look: Look, design: str) -> bool:
     cross-fitted groups) or version 2 (the same report's validation groups alone, by the
     version-2 rule: the bootstrap bound and the sign-flip test at 2.5%)."""
     o = look.offline
-    if design != TODAY:
+    if design != TODAY:  # a plain season's look is judged by GATES exactly as a shrunk one by NEW
         return o["decision"] == "improved_on_observed_candidates"
     config = LearningConfig.model_validate(o["config"]).model_copy(update={"crossfit_folds": None})
     decision = offline_gate(
@@ -408,10 +423,10 @@ def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def cell_rates(seasons: list[Season]) -> dict:
+def cell_rates(seasons: list[Season], designs: Iterable[str] = DESIGNS) -> dict:
     """Per design: activation on one look (the last night judged alone) and over the season."""
     out: dict = {"seasons": len(seasons)}
-    for design in DESIGNS:
+    for design in designs:
         single = [season_outcome(s, design, nights=[NIGHTS]) for s in seasons]
         season = [season_outcome(s, design) for s in seasons]
         hits_single = sum(o.night is not None for o in single)
@@ -429,8 +444,9 @@ def cell_rates(seasons: list[Season]) -> dict:
             "activated_below_baseline": sum(g < 0 for g in activated_gains),
             "holdout_looks": float(np.mean([o.holdout_looks for o in season])),
         }
-    stops = [last_night_stop(s) for s in seasons]
-    out["new_single_stops"] = {name: stops.count(name) for name in STOPS}
+    if NEW in designs:
+        stops = [last_night_stop(s) for s in seasons]
+        out["new_single_stops"] = {name: stops.count(name) for name in STOPS}
     return out
 
 
@@ -447,11 +463,31 @@ def volume_for(rates: dict[int, float], target: float = 0.8) -> float | None:
     return None
 
 
-def analyze(seasons: list[Season]) -> dict:
+def analyze(seasons: list[Season], plain: list[Season] | None = None, baseline: dict | None = None) -> dict:
+    """Rates per cell: NEW and IDEAL from the shrunk learner's ``seasons``; the plain designs from
+    ``plain`` where a cell has them, else from ``baseline`` (a results file written before
+    shrinkage, whose seasons were the plain learner's: same draws, same code)."""
     cells: dict[tuple[float, int], list[Season]] = {}
     for s in seasons:
         cells.setdefault((s.delta, s.n), []).append(s)
-    table = {f"{d}:{n}": cell_rates(ss) for (d, n), ss in sorted(cells.items())}
+    plain_cells: dict[tuple[float, int], list[Season]] = {}
+    for s in plain or ():
+        plain_cells.setdefault((s.delta, s.n), []).append(s)
+    table, sources = {}, {}
+    for (d, n), ss in sorted(cells.items()):
+        key = f"{d}:{n}"
+        row = cell_rates(ss, (NEW, IDEAL))
+        if (d, n) in plain_cells:
+            plain_row = cell_rates(plain_cells[(d, n)], PLAIN_DESIGNS)
+            row.update({k: plain_row[k] for k in PLAIN_DESIGNS}, plain_seasons=plain_row["seasons"])
+            sources[key] = "this run"
+        elif baseline is not None and key in baseline["cells"]:
+            old = baseline["cells"][key]
+            row.update({k: old[BASELINE_NAMES[k]] for k in PLAIN_DESIGNS}, plain_seasons=old["seasons"])
+            sources[key] = "baseline"
+        else:
+            raise SystemExit(f"cell {key}: no plain-learner seasons and no baseline row; run --learner plain")
+        table[key] = row
     n80: dict = {}
     for delta in sorted({d for d, _ in cells}):
         if delta == 0.0:
@@ -460,7 +496,7 @@ def analyze(seasons: list[Season]) -> dict:
             for kind in ("single", "season"):
                 rates = {n: table[f"{delta}:{n}"][design][kind] for (d, n) in cells if d == delta}
                 n80[f"{delta}:{design}:{kind}"] = volume_for(rates)
-    return {"cells": table, "n80": n80}
+    return {"cells": table, "n80": n80, "plain_source": sources}
 
 
 def _pct(x: float | None) -> str:
@@ -478,14 +514,15 @@ def markdown(result: dict, meta: dict) -> str:
     lines = [
         "# Planted-effect power study",
         "",
-        f"Generated by `python -m benchmarks.power_study{' --quick' if meta.get('quick') else ''}"
-        f"{' --medium' if meta.get('medium') else ''} --update-results` "
-        f"({meta['cpu_seconds'] / 60:.0f} CPU-minutes of seasons, {meta['seasons']} owner-seasons"
+        f"Generated by `python -m benchmarks.power_study {meta['arguments']}` "
+        f"({meta['cpu_seconds'] / 60:.0f} CPU-minutes of the shrunk learner's seasons, {meta['seasons']} owner-seasons"
         f"{'; the quick plan: 8 seasons per cell at δ = 0 and 4 at the other gains, so every rate below is known only to a wide interval' if meta.get('quick') else ''}). "
         "Each owner-season: n judged feedback "
         f"queries over {NIGHTS} nights, {HOLDOUT_QUERIES} holdout queries with complete relevant sets, the real "
         "proposal stage every night and the holdout summary; see `benchmarks/power_study.py` and "
         "`benchmarks/power_world.py` for the world.",
+        "",
+        meta["plain_note"],
         "",
         "Designs:",
         "",
@@ -524,11 +561,14 @@ def markdown(result: dict, meta: dict) -> str:
         ]
         for delta in deltas:
             for design in DESIGNS:
-                row = [cells[f"{delta}:{n}"][design] for n in volumes]
+                row = [cells[f"{delta}:{n}"][design] if f"{delta}:{n}" in cells else None for n in volumes]
                 lines.append(
                     f"| {delta:.2f} | {design} | "
                     + " | ".join(
-                        f"{_pct(r[kind])} [{_pct(r[kind + '_ci'][0])}, {_pct(r[kind + '_ci'][1])}]" for r in row
+                        "not run"
+                        if r is None
+                        else f"{_pct(r[kind])} [{_pct(r[kind + '_ci'][0])}, {_pct(r[kind + '_ci'][1])}]"
+                        for r in row
                     )
                     + " |"
                 )
@@ -544,7 +584,8 @@ def markdown(result: dict, meta: dict) -> str:
             f"| {design}: one look / season | "
             + " | ".join(
                 f"{cells[f'0.0:{n}'][design]['single']:.1%} / {cells[f'0.0:{n}'][design]['season']:.1%} "
-                f"(≤ {cells[f'0.0:{n}'][design]['season_ci'][1]:.1%}, {cells[f'0.0:{n}']['seasons']} seasons)"
+                f"(≤ {cells[f'0.0:{n}'][design]['season_ci'][1]:.1%}, "
+                f"{cells[f'0.0:{n}']['seasons' if design == NEW else 'plain_seasons']} seasons)"
                 for n in volumes
             )
             + " |"
@@ -557,7 +598,7 @@ def markdown(result: dict, meta: dict) -> str:
         "|---|---|---|" + "---|" * len(STOPS),
     ]
     for delta in deltas:
-        for n in volumes:
+        for n in (n for n in volumes if f"{delta}:{n}" in cells):
             cell = cells[f"{delta}:{n}"]
             stops = cell["new_single_stops"]
             lines.append(
@@ -591,8 +632,9 @@ def chart(result: dict, path: Path) -> None:
             for design in DESIGNS:
                 if design == IDEAL and delta == 0.0:
                     continue
-                ys = [cells[f"{delta}:{n}"][design][kind] for n in volumes]
-                ax.plot(volumes, ys, styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
+                ns = [n for n in volumes if f"{delta}:{n}" in cells]
+                ys = [cells[f"{delta}:{n}"][design][kind] for n in ns]
+                ax.plot(ns, ys, styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
         ax.axhline(0.8, color="grey", lw=0.6)
         ax.axhline(0.05, color="red", lw=0.6)
         ax.set_xscale("log", base=2)
@@ -606,22 +648,61 @@ def chart(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def parse_cells(spec: str) -> list[tuple[float, int, int]]:
+    """``delta:n:seeds,…`` → the planned (δ, n, seed) triples (seeds 0 … seeds − 1 per cell)."""
+    cells = []
+    for part in spec.split(","):
+        d, n, k = part.split(":")
+        cells += [(float(d), int(n), s) for s in range(int(k))]
+    return cells
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=SCRATCH)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--quick", action="store_true", help="8 null and 4 other seasons per cell")
     parser.add_argument("--medium", action="store_true", help="36 null, 20 at +0.03 and 6 other seasons per cell")
+    parser.add_argument("--cells", help="instead of a plan: delta:n:seeds,… e.g. 0.03:400:20,0.0:400:24")
+    parser.add_argument(
+        "--learner",
+        choices=("shrunk", "plain", "both"),
+        default="both",
+        help="whose seasons to run: the shrunk learner's (NEW), the plain one's (today, v3, gates) or both",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=RESULTS / "results.json",
+        help="a results file written before shrinkage: the plain designs' rows for cells without plain seasons",
+    )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     args = parser.parse_args(argv)
+    cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
+    baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
+    if baseline is not None and "plain_source" in baseline:
+        baseline = None  # a file this version wrote: its plain rows are not a pre-shrinkage run's
     if not args.analyze_only:
-        run(plan(DELTAS, VOLUMES, args.quick, args.medium), args.out, args.workers)
+        for learner in ("shrunk", "plain") if args.learner == "both" else (args.learner,):
+            run(cells, args.out, args.workers, learner)
     started = time.perf_counter()
-    seasons = load(args.out, plan(DELTAS, VOLUMES, args.quick, args.medium))
-    print(f"{len(seasons)} seasons loaded; deciding every look under each design", file=sys.stderr, flush=True)
-    result = analyze(seasons)
+    seasons = load(args.out, cells, "shrunk")
+    plain = load(args.out, cells, "plain")
+    print(f"{len(seasons)} + {len(plain)} seasons loaded; deciding every look", file=sys.stderr, flush=True)
+    result = analyze(seasons, plain, baseline)
+    from_baseline = sorted(k for k, v in result["plain_source"].items() if v == "baseline")
+    plain_note = (
+        "The plain designs (today, v3, gates) were judged on this run's plain-learner seasons."
+        if not from_baseline
+        else f"The plain designs' rows of {len(from_baseline)} cells ({', '.join(from_baseline)}) are the "
+        f"committed pre-shrinkage study's ({baseline['meta']['seasons']} owner-seasons, "  # type: ignore[index]
+        "its `today`, `v3` and `new`): the same draws and the same code for the plain learner, "
+        "with that study's season counts (column `plain_seasons` in results.json)."
+    )
     meta = {
+        "arguments": " ".join(argv if argv is not None else sys.argv[1:]),
+        "plain_note": plain_note,
         "seasons": len(seasons),
         "quick": args.quick,
         "medium": args.medium,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from prme_core.retrieval.multipliers import FAMILY_V2, ProfileFamily
 from prme_core.types import EvolvingModel
@@ -45,6 +45,12 @@ V3_DEFAULTS = {"crossfit_folds": 3}
 """What a version-3 report records when the caller leaves it unset: how many folds the training
 groups are cross-fitted in (``crossfit_folds``)."""
 
+SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.0, 0.25, 0.5, 0.75, 1.0)}
+"""What a report written since shrinkage came records when the caller leaves it unset: the
+factors a pool proposal is shrunk toward the identity by, and the inner folds that choose one
+(``pool_fit.shrunk_search``). A report without them was fitted without shrinkage."""
+MAX_SHRINKAGE_FACTORS = 21
+
 
 class LearningConfig(EvolvingModel):
     """Loss parameters and acceptance thresholds: provisional, and recorded with every result.
@@ -53,7 +59,7 @@ class LearningConfig(EvolvingModel):
     None (a version-1 report never records them) and a new report records them resolved
     (``POOL_DEFAULTS``), so every value that shaped a proposal is in it."""
 
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*POOL_DEFAULTS, *V3_DEFAULTS)
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*POOL_DEFAULTS, *V3_DEFAULTS, *SHRINKAGE_DEFAULTS)
 
     seed: int = DEFAULT_SEED
     validation_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
@@ -93,7 +99,30 @@ class LearningConfig(EvolvingModel):
     judged by a proposal fitted on the other folds' training groups alone (never on validation
     groups), so every judged group, not only the validation share, is evidence for the gate."""
 
+    shrinkage_folds: Annotated[int, Field(ge=2, le=10)] | None = None
+    """Pool fits: the inner cross-validation folds (of the fit's own training groups) that choose
+    the shrinkage factor."""
+    shrinkage_grid: tuple[float, ...] | None = None
+    """Pool fits: the factors the proposal (and each cross-fitting fold's) may be shrunk toward the
+    identity by, increasing, in [0, 1], ending at 1 (the unshrunk search). ``[1.0]`` turns
+    shrinkage off (the search's point, no inner fits)."""
+
+    @field_validator("shrinkage_grid")
+    @classmethod
+    def _check_grid(cls, grid: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if grid is None:
+            return None
+        if not 1 <= len(grid) <= MAX_SHRINKAGE_FACTORS:
+            raise ValueError(f"shrinkage_grid holds 1 to {MAX_SHRINKAGE_FACTORS} factors, got {len(grid)}")
+        if any(not 0.0 <= f <= 1.0 for f in grid):
+            raise ValueError("shrinkage_grid factors lie in [0, 1]")
+        if any(b <= a for a, b in zip(grid, grid[1:])):
+            raise ValueError("shrinkage_grid must be strictly increasing")
+        if grid[-1] != 1.0:
+            raise ValueError("shrinkage_grid must end at 1.0 (the unshrunk proposal is always a candidate)")
+        return grid
+
     def resolved(self) -> LearningConfig:
-        """This configuration with every field explicit (as a version-3 report records it)."""
-        defaults = {**POOL_DEFAULTS, **V3_DEFAULTS}
+        """This configuration with every field explicit (as a new report records it)."""
+        defaults = {**POOL_DEFAULTS, **V3_DEFAULTS, **SHRINKAGE_DEFAULTS}
         return self.model_copy(update={k: v for k, v in defaults.items() if getattr(self, k) is None})

@@ -34,7 +34,9 @@ from prme_core.learning.pool_fit import (
     POOL_NDCG_ALGORITHM,
     POOL_PAIRWISE_ALGORITHM,
     PoolObjective,
+    ShrinkageChoice,
     search,
+    shrunk_search,
 )
 from prme_core.learning.pool_ranking import PoolSet, recorded_lists
 from prme_core.learning.power import groups_for_power
@@ -44,6 +46,7 @@ from prme_core.learning.proposal import (
     CrossFitResult,
     LearningCoverage,
     LearningEvaluation,
+    ProposalShrinkage,
     QueryLearningResult,
     evidence_differences,
     evidence_summary,
@@ -140,6 +143,9 @@ class _Fitted:
     folds: list[tuple[RankingMultipliers, tuple[np.ndarray, np.ndarray]]] | None = None
     """Per cross-fitting fold: the proposal fitted on the other folds' training requests and its
     metrics on every measured request (only the fold's own training requests are read)."""
+    shrinkage: ShrinkageChoice | None = None
+    """Pool fits with shrinkage: the factor the proposal was shrunk by and the inner folds' evidence."""
+    fold_shrinkage: list[ShrinkageChoice | None] | None = None
 
 
 def _fold_of(prepared: Prepared, request_group: np.ndarray) -> Callable[[int], int]:
@@ -237,31 +243,42 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
     base_interactions = _base_interactions(everything)
     request_group, _ = _group_index(prepared)
     sample = prepared.fit_requests
-    local = {g: i for i, g in enumerate(sorted({int(request_group[i]) for i in sample}))}
-    train_pools = PoolSet([prepared.pools[i] for i in sample])
-    groups = np.array([local[int(request_group[i])] for i in sample], dtype=np.int64)
     base = everything.judged_metrics(everything.rank(None, recorded=True), cfg.ndcg_k)
 
     def fitted(algorithm: str, rows: list[int] | None = None) -> tuple[Any, ...]:
-        """The search of ``algorithm`` over the training sample (or its ``rows``: a fold's complement)."""
-        pools, fit_groups = train_pools, groups
-        if rows is not None:
-            local_rows = {g: j for j, g in enumerate(sorted({int(request_group[i]) for i in rows}))}
-            pools = PoolSet([prepared.pools[i] for i in rows])
-            fit_groups = np.array([local_rows[int(request_group[i])] for i in rows], dtype=np.int64)
-        objective = PoolObjective(
-            pools,
-            fit_groups,
-            algorithm=algorithm,  # type: ignore[arg-type]
-            k=cfg.ndcg_k,
-            regularization=cfg.pool_regularization if algorithm == POOL_NDCG_ALGORITHM else cfg.regularization,
-            margin_scale=cfg.margin_scale,
-            base_interactions=base_interactions,
-            ndcg_margin=cfg.ndcg_margin,
-        )
-        found = search(
-            objective, family=cfg.family, seed=cfg.seed, starts=cfg.search_starts, passes_per_step=cfg.passes_per_step
-        )
+        """The search of ``algorithm`` over the training sample (or its ``rows``: a fold's
+        complement); the proposal's algorithm is shrunk toward the identity by inner folds of
+        the same training groups (``shrunk_search``)."""
+        rows = sample if rows is None else rows
+        local_rows = {g: j for j, g in enumerate(sorted({int(request_group[i]) for i in rows}))}
+        requests = [prepared.pools[i] for i in rows]
+        fit_groups = np.array([local_rows[int(request_group[i])] for i in rows], dtype=np.int64)
+
+        def objective_for(pools: PoolSet, pool_groups: np.ndarray) -> PoolObjective:
+            return PoolObjective(
+                pools,
+                pool_groups,
+                algorithm=algorithm,  # type: ignore[arg-type]
+                k=cfg.ndcg_k,
+                regularization=cfg.pool_regularization if algorithm == POOL_NDCG_ALGORITHM else cfg.regularization,
+                margin_scale=cfg.margin_scale,
+                base_interactions=base_interactions,
+                ndcg_margin=cfg.ndcg_margin,
+            )
+
+        kw = dict(family=cfg.family, seed=cfg.seed, starts=cfg.search_starts, passes_per_step=cfg.passes_per_step)
+        shrinkage = None
+        if algorithm == _pool_algorithm(cfg) and cfg.shrinkage_grid is not None:
+            found, shrinkage = shrunk_search(
+                requests,
+                fit_groups,
+                objective_for,
+                grid=cfg.shrinkage_grid,
+                folds=cfg.shrinkage_folds,  # type: ignore[arg-type]
+                **kw,  # type: ignore[arg-type]
+            )
+        else:
+            found = search(objective_for(PoolSet(requests), fit_groups), **kw)  # type: ignore[arg-type]
         adjustment = found.parameters.adjustment()
         offset = 1.0 if algorithm == POOL_NDCG_ALGORITHM else 0.0  # losses: 1 − objective, or the pairwise loss
         return (
@@ -270,6 +287,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
             offset - found.value,
             everything.judged_metrics(everything.rank(adjustment), cfg.ndcg_k),
             found.evaluations,
+            shrinkage,
         )
 
     # The two objectives and the cross-fitting folds are independent searches over read-only
@@ -283,6 +301,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
     results = dict(zip(algorithms, (j.result() for j in jobs), strict=True))
     chosen, other = results[_pool_algorithm(cfg)], results[_other(_pool_algorithm(cfg))]
     folds = [(j.result()[0], j.result()[3]) for j in fold_jobs] if complements else None
+    fold_shrinkage = [j.result()[5] for j in fold_jobs] if complements else None
     return _Fitted(
         multipliers=chosen[0],
         loss_before=chosen[1],
@@ -294,6 +313,8 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
         alternative=(_other(_pool_algorithm(cfg)), other[0], other[3], other[4]),
         measured=used,
         folds=folds,
+        shrinkage=chosen[5],
+        fold_shrinkage=fold_shrinkage,
     )
 
 
@@ -445,8 +466,18 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
         sign_flip_p=p_value,
         crossfit=tuple(crossfit),
         crossfit_multipliers=tuple(m for m, _ in fitted.folds or ()),
+        shrinkage=_shrinkage_record(fitted.shrinkage),
+        crossfit_shrinkage=None
+        if fitted.shrinkage is None
+        else tuple(_shrinkage_record(c) for c in fitted.fold_shrinkage or ()),
         **summary,
     )
+
+
+def _shrinkage_record(choice: ShrinkageChoice | None) -> ProposalShrinkage | None:
+    if choice is None:
+        return None
+    return ProposalShrinkage(factor=choice.factor, inner_ndcg=choice.inner_ndcg, kept_identity=choice.kept_identity)
 
 
 def evaluate_learning(

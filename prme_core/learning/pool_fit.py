@@ -27,18 +27,32 @@ parameters in order with steps (0.5, 0.25, 0.125, 0.0625) in log space and (0.2,
 when it improves the objective by more than 1e-12. Group means are summed with ``math.fsum``,
 and multipliers come from ``fit.multipliers_from_logs``, so the result does not depend on
 summation order or on the CPU's ``exp``.
+
+Shrinkage (``shrunk_search``, what a proposal and each of its cross-fitting folds are fitted by):
+the search's point is pulled toward the identity by a factor λ from a grid (λ = 0 is the
+identity, λ = 1 the search's point; log-multipliers and the interaction weights' distance from
+the base scale by λ). λ is chosen by cross-validation inside the groups the search was given —
+never on any other group: the groups are dealt into ``folds`` inner folds by a seeded
+permutation, a search on the other inner folds is shrunk by every λ and judged (true judged
+NDCG@k, no margin, no penalty) on the inner fold left out; the λ with the best mean over all the
+groups wins, ties going to the smaller λ. The search's noise moves — parameters a few training
+groups happen to reward — cost held-out groups more than they gain, so the shrunk proposal
+changes fewer rankings for nothing; where the shrunk point does worse on the training objective
+than the identity, the identity is kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from prme_core.learning.fit import IMPROVEMENT_EPSILON, STEP_SCHEDULE, multipliers_from_logs
-from prme_core.learning.pool_ranking import PoolRanking, PoolSet
+from prme_core.learning.pool_ranking import PoolRanking, PoolRequest, PoolSet
 from prme_core.retrieval.config import MAX_INTERACTION_WEIGHT
 from prme_core.retrieval.multipliers import (
     FACTOR_COUNT,
@@ -55,6 +69,8 @@ POOL_PAIRWISE_ALGORITHM = "pool_pairwise_logistic_v2"
 PoolAlgorithm = Literal["pool_ndcg_search_v2", "pool_pairwise_logistic_v2"]
 BETA_STEPS = (0.2, 0.1, 0.05, 0.025)
 START_LOG_SPAN = math.log(2.0)
+INNER_FOLD_STREAM = 1
+"""Second word of the PCG64 seed that deals the inner folds (the first is the config's seed)."""
 _LOW, _HIGH = math.log(MIN_MULTIPLIER), math.log(MAX_MULTIPLIER)
 
 
@@ -181,3 +197,104 @@ def search(
             if not moved:
                 break
     return SearchResult(best, at_identity, best_value, objective.evaluations)
+
+
+@dataclass(frozen=True)
+class ShrinkageChoice:
+    """How far a search's point was pulled toward the identity, and the evidence that chose it."""
+
+    factor: float
+    inner_ndcg: tuple[float, ...]
+    """Per grid factor, the mean held-out judged NDCG@k over the inner folds (empty: too few groups
+    for inner folds, or a one-value grid — the grid's smallest factor is taken)."""
+    kept_identity: bool
+    """The shrunk point did worse than the identity on the training objective; the identity is kept."""
+
+
+def shrink(p: Parameters, base_interactions: tuple[float, ...], factor: float) -> Parameters:
+    """The point ``factor`` of the way from the identity to ``p`` (log-multipliers and interaction weights)."""
+    logs = tuple(factor * v for v in p.log_multipliers)
+    if p.interactions is None:
+        return Parameters(logs, None)
+    return Parameters(logs, tuple(b0 + factor * (b - b0) for b, b0 in zip(p.interactions, base_interactions)))
+
+
+def judged_ndcg(objective: PoolObjective, p: Parameters) -> float:
+    """Mean judged NDCG@k of the objective's groups under ``p``: true NDCG, no margin, no penalty."""
+    ranking = objective.pools.rank(p.adjustment())
+    ndcg, _ = objective.pools.judged_metrics(ranking, objective.k)
+    return objective.group_mean(ndcg)
+
+
+def choose_factor(grid: Sequence[float], inner_ndcg: Sequence[float]) -> float:
+    """The grid factor with the best held-out NDCG (ties: the smaller factor); no evidence: the smallest."""
+    if not inner_ndcg:
+        return min(grid)
+    best = max(inner_ndcg)
+    return min(f for f, v in zip(grid, inner_ndcg, strict=True) if v == best)
+
+
+def inner_folds(groups: int, folds: int, seed: int) -> np.ndarray:
+    """Each local group's inner fold: a seeded permutation dealt round-robin (fold sizes differ by at most one)."""
+    order = np.random.Generator(np.random.PCG64([seed, INNER_FOLD_STREAM])).permutation(groups)
+    fold = np.empty(groups, dtype=np.int64)
+    fold[order] = np.arange(groups) % folds
+    return fold
+
+
+ObjectiveFactory = Callable[[PoolSet, np.ndarray], PoolObjective]
+"""Builds the training objective over some pools and their local group indices (0 … groups − 1)."""
+
+
+def shrunk_search(
+    requests: Sequence[PoolRequest],
+    request_group: np.ndarray,
+    objective_for: ObjectiveFactory,
+    *,
+    family: ProfileFamily,
+    seed: int,
+    starts: int,
+    passes_per_step: int,
+    grid: Sequence[float],
+    folds: int,
+) -> tuple[SearchResult, ShrinkageChoice]:
+    """``search`` over ``requests``, its point shrunk toward the identity by the factor inner
+    cross-validation over these groups chooses (see the module docstring). Reads nothing but
+    ``requests``: the groups it is given are the only labels that choose anything."""
+    objective = objective_for(PoolSet(requests), request_group)
+    kw = dict(family=family, seed=seed, starts=starts, passes_per_step=passes_per_step)
+    found = search(objective, **kw)  # type: ignore[arg-type]
+    evaluations = found.evaluations
+    groups = objective.groups
+    inner = min(folds, groups)
+    scores: list[float] = []
+    if len(grid) > 1 and inner >= 2:
+        fold = inner_folds(groups, inner, seed)[request_group]
+        totals = [0.0] * len(grid)
+        for k in range(inner):
+            fit_rows, test_rows = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
+            fit_objective = objective_for(*_subset(requests, request_group, fit_rows))
+            test_objective = objective_for(*_subset(requests, request_group, test_rows))
+            point = search(fit_objective, **kw).parameters  # type: ignore[arg-type]
+            evaluations += fit_objective.evaluations
+            for j, factor in enumerate(grid):
+                value = judged_ndcg(test_objective, shrink(point, objective.base_interactions, factor))
+                totals[j] += test_objective.groups * value
+        scores = [t / groups for t in totals]
+    factor = choose_factor(grid, scores)
+    if factor == 1.0:  # the search's own point, bit for bit
+        return dataclasses.replace(found, evaluations=evaluations), ShrinkageChoice(factor, tuple(scores), False)
+    point = shrink(found.parameters, objective.base_interactions, factor)
+    value = objective.value(point)
+    kept_identity = value < found.value_at_identity
+    if kept_identity:
+        point, value = identity(family, objective.base_interactions), found.value_at_identity
+    result = SearchResult(point, found.value_at_identity, value, evaluations + 1)
+    return result, ShrinkageChoice(factor, tuple(scores), kept_identity)
+
+
+def _subset(requests: Sequence[PoolRequest], request_group: np.ndarray, rows: np.ndarray) -> tuple[PoolSet, np.ndarray]:
+    """The pools of ``rows`` and their groups renumbered 0 … (in the order of the original numbers)."""
+    kept = request_group[rows]
+    _, local = np.unique(kept, return_inverse=True)
+    return PoolSet([requests[int(i)] for i in rows]), local.astype(np.int64)

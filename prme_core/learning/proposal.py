@@ -17,10 +17,10 @@ from pydantic import Field, model_validator
 
 from prme_core.canonical import canonical_digest
 from prme_core.learning.bootstrap import BOOTSTRAP_ALGORITHM, bootstrap_interval, sign_flip_p_value
-from prme_core.learning.config import POOL_DEFAULTS, V3_DEFAULTS, LearningConfig
+from prme_core.learning.config import POOL_DEFAULTS, SHRINKAGE_DEFAULTS, V3_DEFAULTS, LearningConfig
 from prme_core.learning.fit import FIT_ALGORITHM
 from prme_core.learning.gates import TOLERANCE, OfflineDecision, offline_decision, screen_decision
-from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM
+from prme_core.learning.pool_fit import POOL_NDCG_ALGORITHM, POOL_PAIRWISE_ALGORITHM, choose_factor
 from prme_core.learning.power import groups_for_power
 from prme_core.learning.split import SPLIT_ALGORITHM, crossfit_fold, is_validation
 from prme_core.retrieval.multipliers import UNITY, ProfileFamily, RankingMultipliers
@@ -66,6 +66,17 @@ class CrossFitResult(FrozenModel):
     candidate_pairwise_accuracy: float = Field(ge=0.0, le=1.0)
     baseline_ndcg: float = Field(ge=0.0, le=1.0)
     candidate_ndcg: float = Field(ge=0.0, le=1.0)
+
+
+class ProposalShrinkage(FrozenModel):
+    """How far a pool proposal was pulled toward the identity (``pool_fit.shrunk_search``): the
+    factor chosen from ``config.shrinkage_grid``, each factor's mean held-out judged NDCG over
+    inner folds of the fit's own training groups, and whether the identity was kept because
+    the shrunk point did worse on the training objective."""
+
+    factor: float = Field(ge=0.0, le=1.0)
+    inner_ndcg: tuple[float, ...] = ()
+    kept_identity: bool = False
 
 
 class LearningCoverage(FrozenModel):
@@ -204,6 +215,8 @@ class LearningEvaluation(EvolvingModel):
         "evidence_pairwise_gain",
         "evidence_gain_interval",
         "evidence_sign_flip_p",
+        "shrinkage",
+        "crossfit_shrinkage",
     )
 
     schema_version: Literal[1, 2, 3] = 3
@@ -251,6 +264,10 @@ class LearningEvaluation(EvolvingModel):
     evidence_sign_flip_p: float | None = Field(default=None, gt=0.0, le=1.0)
     """Version 3: the gate's evidence, the validation groups and the cross-fitted groups together
     (count, mean NDCG and pairwise-accuracy gains, bootstrap interval, one-sided sign-flip p)."""
+    shrinkage: ProposalShrinkage | None = None
+    """Pool fits with ``config.shrinkage_grid``: how the proposal was shrunk toward the identity."""
+    crossfit_shrinkage: tuple[ProposalShrinkage, ...] | None = None
+    """The same for each cross-fitting fold's proposal (its inner folds drawn from its own training groups)."""
 
     @model_validator(mode="after")
     def _rederive(self) -> LearningEvaluation:
@@ -296,6 +313,7 @@ class LearningEvaluation(EvolvingModel):
                 raise ValueError("sign_flip_p does not match the validation groups' differences")
         if self.schema_version >= 3:
             self._check_crossfit()
+            self._check_shrinkage()
             evidence, evidence_pairs = evidence_differences(self.queries, self.crossfit)
             expected = evidence_summary(evidence, evidence_pairs, self.config)
             for name, value in expected.items():
@@ -336,6 +354,9 @@ class LearningEvaluation(EvolvingModel):
         if None in v2 or any(getattr(self.config, name) is None for name in POOL_DEFAULTS):
             raise ValueError("a version-2 report records its family, fit path and reason, metric and resolved config")
         v3 = self.schema_version >= 3
+        shrinkage_config = [getattr(self.config, name) is not None for name in SHRINKAGE_DEFAULTS]
+        if len(set(shrinkage_config)) != 1 or (shrinkage_config[0] and not v3):
+            raise ValueError("a report records both shrinkage fields or neither, and only from version 3")
         if any((getattr(self.config, name) is not None) != v3 for name in V3_DEFAULTS):
             raise ValueError("a version-3 report records its cross-fitting folds; a version-2 report none")
         fitted = self.decision != "insufficient_data"
@@ -387,6 +408,27 @@ class LearningEvaluation(EvolvingModel):
             ):
                 raise ValueError(f"cross-fitted group {c.group_id} disagrees with its training result at unity")
 
+    def _check_shrinkage(self) -> None:
+        """A pool proposal fitted with a shrinkage grid records one choice for itself and one per
+        fold, each the factor its inner-fold evidence picks; other reports record none."""
+        grid = self.config.shrinkage_grid
+        if grid is None or self.fit_path != "pool":
+            if self.shrinkage is not None or self.crossfit_shrinkage is not None:
+                raise ValueError("only a pool fit with a shrinkage grid records shrinkage")
+            return
+        if self.shrinkage is None or self.crossfit_shrinkage is None:
+            raise ValueError("a pool fit with a shrinkage grid records how it shrank the proposal and each fold's")
+        if len(self.crossfit_shrinkage) != self.config.crossfit_folds:
+            raise ValueError("a report records one shrinkage choice per cross-fitting fold")
+        for choice in (self.shrinkage, *self.crossfit_shrinkage):
+            if choice.inner_ndcg and len(choice.inner_ndcg) != len(grid):
+                raise ValueError(f"inner-fold NDCG is recorded for each of the {len(grid)} shrinkage factors")
+            if choice.factor != choose_factor(grid, choice.inner_ndcg):
+                raise ValueError(
+                    f"shrinkage factor {choice.factor} is not the one its inner folds choose "
+                    "(the best held-out NDCG, ties to the smaller factor; no evidence: the smallest)"
+                )
+
     def _check_insufficient(self, enough: bool) -> None:
         if self.decision != "insufficient_data" or enough:
             raise ValueError("insufficient_data is the decision exactly when coverage is below the minimum")
@@ -411,6 +453,8 @@ class LearningEvaluation(EvolvingModel):
                 self.evidence_pairwise_gain,
                 self.evidence_gain_interval,
                 self.evidence_sign_flip_p,
+                self.shrinkage,
+                self.crossfit_shrinkage,
             )
         ):
             raise ValueError("an insufficient-coverage report records no losses or metrics")

@@ -123,6 +123,23 @@ def fit_facts(proposal: LearningEvaluation) -> dict[str, Any]:
         "alternative": None if alt is None else alt.algorithm,
         "alternative_validation_ndcg_gain": None if alt is None else alt.validation_ndcg_gain,
         "alternative_interval_low": None if alt is None else alt.validation_gain_interval[0],
+        **shrinkage_facts(proposal),
+    }
+
+
+def shrinkage_facts(proposal: LearningEvaluation) -> dict[str, Any]:
+    """How far the proposal and its folds' were shrunk toward the identity, and the grid and
+    inner-fold evidence that chose it (None where the report fitted without shrinkage)."""
+    cfg, chosen = proposal.config, proposal.shrinkage
+    return {
+        "shrinkage_grid": None if cfg.shrinkage_grid is None else list(cfg.shrinkage_grid),
+        "shrinkage_folds": cfg.shrinkage_folds,
+        "shrinkage_factor": None if chosen is None else chosen.factor,
+        "shrinkage_inner_ndcg": None if chosen is None else [round(v, 6) for v in chosen.inner_ndcg],
+        "shrinkage_kept_identity": None if chosen is None else chosen.kept_identity,
+        "crossfit_shrinkage_factors": None
+        if proposal.crossfit_shrinkage is None
+        else [c.factor for c in proposal.crossfit_shrinkage],
     }
 
 

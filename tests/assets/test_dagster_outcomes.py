@@ -2,6 +2,8 @@
 successful run whose later stages are skipped, with the failed gate's reason and what is needed;
 an integrity failure fails the run. Either way no profile is created or activated."""
 
+import json
+
 import dagster as dg
 
 from prme_assets.activation import activation_request
@@ -109,6 +111,11 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
         "pool_ndcg_search_v2",
     )
     assert meta["alternative"] == "pool_pairwise_logistic_v2" and "observed_sd" in meta
+    # the shrinkage rule's numbers: the grid, its inner folds, the factor they chose and each fold's
+    grid, folds = [0.0, 0.25, 0.5, 0.75, 1.0], json.loads(meta["crossfit_shrinkage_factors"])
+    assert (json.loads(meta["shrinkage_grid"]), meta["shrinkage_folds"]) == (grid, 3)
+    assert meta["shrinkage_factor"] in grid and len(json.loads(meta["shrinkage_inner_ndcg"])) == len(grid)
+    assert len(folds) == 3 and set(folds) <= set(grid)
     assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
 
 

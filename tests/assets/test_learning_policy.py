@@ -9,8 +9,10 @@ from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 def test_the_learning_policy_defaults_are_the_prme_core_config_defaults():
     policy = LearningPolicyResource()
     learning, holdout = LearningConfig().resolved(), FullRetrievalEvaluationConfig().resolved()
+    as_config = policy.learning_config()
     for field in LearningConfig.model_fields:
-        assert getattr(policy, field) == getattr(learning, field), field
+        assert getattr(as_config, field) == getattr(learning, field), field
+        assert field in type(policy).model_fields, field
     for field, name in HOLDOUT_FIELDS.items():
         assert getattr(policy, name) == getattr(holdout, field), name
     # the look, the proposal's number and offline level are the store's, the cap is the rule's and

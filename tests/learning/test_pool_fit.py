@@ -56,9 +56,11 @@ def test_the_same_inputs_give_a_byte_identical_report(lab_snapshot):
 
 
 def test_the_pairwise_objective_is_the_named_alternative(lab_snapshot):
-    report = evaluate(lab_snapshot, fit="pool_pairwise")
+    # the alternative is the other objective's plain search; the proposal is shrunk unless the grid is [1.0]
+    report = evaluate(lab_snapshot, fit="pool_pairwise", shrinkage_grid=[1.0])
     assert report.algorithm == "pool_pairwise_logistic_v2" and report.alternative.algorithm == "pool_ndcg_search_v2"
     assert report.multipliers == evaluate(lab_snapshot).alternative.multipliers
+    assert report.shrinkage.factor == 1.0 and report.shrinkage.inner_ndcg == ()
 
 
 def test_the_judged_path_stays_available_and_fits_family_1(lab_snapshot):
