@@ -45,7 +45,7 @@ V3_DEFAULTS = {"crossfit_folds": 3}
 """What a version-3 report records when the caller leaves it unset: how many folds the training
 groups are cross-fitted in (``crossfit_folds``)."""
 
-SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.0, 0.25, 0.5, 0.75, 1.0)}
+SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.5, 0.75, 1.0)}
 """What a report written since shrinkage came records when the caller leaves it unset: the
 factors a pool proposal is shrunk toward the identity by, and the inner folds that choose one
 (``pool_fit.shrunk_search``). A report without them was fitted without shrinkage."""

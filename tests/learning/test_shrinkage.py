@@ -36,10 +36,12 @@ def test_shrinking_scales_log_multipliers_and_the_interaction_weights_distance_f
 
 
 def test_the_best_held_out_factor_wins_and_ties_go_toward_the_identity():
-    assert choose_factor(GRID, [0.40, 0.42, 0.45, 0.44, 0.43]) == 0.5
-    assert choose_factor(GRID, [0.40, 0.45, 0.45, 0.45, 0.40]) == 0.25
-    assert choose_factor(GRID, [0.5] * 5) == 0.0  # nothing to choose between: the identity
-    assert choose_factor(GRID, []) == 0.0  # no inner evidence: the smallest factor
+    five = (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert choose_factor(five, [0.40, 0.42, 0.45, 0.44, 0.43]) == 0.5
+    assert choose_factor(five, [0.40, 0.45, 0.45, 0.45, 0.40]) == 0.25
+    assert choose_factor(five, [0.5] * 5) == 0.0  # nothing to choose between: the identity
+    assert choose_factor(five, []) == 0.0  # no inner evidence: the smallest factor
+    assert GRID == (0.5, 0.75, 1.0) and choose_factor(GRID, [0.61, 0.60, 0.59]) == 0.5  # the default's floor
     assert choose_factor((1.0,), []) == 1.0  # shrinkage off
 
 
@@ -149,7 +151,7 @@ def test_a_report_records_each_choice_and_refuses_one_its_inner_folds_did_not_ma
     folds = data["crossfit_shrinkage"]
     tampered = [
         ({**data, "shrinkage": {**data["shrinkage"], "factor": other}}, "is not the one its inner folds choose"),
-        ({**data, "shrinkage": {**data["shrinkage"], "inner_ndcg": [0.5, 0.5]}}, "for each of the 5"),
+        ({**data, "shrinkage": {**data["shrinkage"], "inner_ndcg": [0.5, 0.5]}}, "for each of the 3"),
         ({**data, "shrinkage": None}, "records how it shrank"),
         ({**data, "crossfit_shrinkage": folds[:2]}, "one shrinkage choice per cross-fitting fold"),
         ({**data, "config": {**data["config"], "shrinkage_folds": None}}, "both shrinkage fields or neither"),
