@@ -267,18 +267,19 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
             )
 
         kw = dict(family=cfg.family, seed=cfg.seed, starts=cfg.search_starts, passes_per_step=cfg.passes_per_step)
-        shrinkage = None
-        if algorithm == _pool_algorithm(cfg) and cfg.shrinkage_grid is not None:
+        shrinkage, grid = None, cfg.shrinkage_grid if algorithm == _pool_algorithm(cfg) else None
+        if grid is not None and len(grid) > 1:
             found, shrinkage = shrunk_search(
                 requests,
                 fit_groups,
                 objective_for,
-                grid=cfg.shrinkage_grid,
+                grid=grid,
                 folds=cfg.shrinkage_folds,  # type: ignore[arg-type]
                 **kw,  # type: ignore[arg-type]
             )
-        else:
+        else:  # the alternative, or shrinkage off (a one-value grid is [1.0]: the search's own point)
             found = search(objective_for(PoolSet(requests), fit_groups), **kw)  # type: ignore[arg-type]
+            shrinkage = None if grid is None else ShrinkageChoice(1.0, (), False)
         adjustment = found.parameters.adjustment()
         offset = 1.0 if algorithm == POOL_NDCG_ALGORITHM else 0.0  # losses: 1 − objective, or the pairwise loss
         return (
