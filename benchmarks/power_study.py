@@ -625,7 +625,7 @@ def chart(result: dict, path: Path) -> None:
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-    styles = {TODAY: ":", V3: "-.", NEW: "-", IDEAL: "--"}
+    styles = {TODAY: ":", V3: "-.", GATES: (0, (3, 1, 1, 1, 1, 1)), NEW: "-", IDEAL: "--"}
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
     for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
         for colour, delta in zip(colours, deltas, strict=True):
@@ -634,7 +634,7 @@ def chart(result: dict, path: Path) -> None:
                     continue
                 ns = [n for n in volumes if f"{delta}:{n}" in cells]
                 ys = [cells[f"{delta}:{n}"][design][kind] for n in ns]
-                ax.plot(ns, ys, styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
+                ax.plot(ns, ys, linestyle=styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
         ax.axhline(0.8, color="grey", lw=0.6)
         ax.axhline(0.05, color="red", lw=0.6)
         ax.set_xscale("log", base=2)
