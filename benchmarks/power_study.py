@@ -511,6 +511,7 @@ def markdown(result: dict, meta: dict) -> str:
     cells, n80 = result["cells"], result["n80"]
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
+    top = {d: max(int(k.split(":")[1]) for k in cells if float(k.split(":")[0]) == d) for d in deltas}
     lines = [
         "# Planted-effect power study",
         "",
@@ -538,8 +539,8 @@ def markdown(result: dict, meta: dict) -> str:
             continue
         for design in DESIGNS:
             lines.append(
-                f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], volumes[-1])} | "
-                f"{_volume(n80[f'{delta}:{design}:season'], volumes[-1])} |"
+                f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], top[delta])} | "
+                f"{_volume(n80[f'{delta}:{design}:season'], top[delta])} |"
             )
     lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
     for kind, title in (("single", "one look"), ("season", "10-night season")):
@@ -634,7 +635,9 @@ def chart(result: dict, path: Path) -> None:
                     continue
                 ns = [n for n in volumes if f"{delta}:{n}" in cells]
                 ys = [cells[f"{delta}:{n}"][design][kind] for n in ns]
-                ax.plot(ns, ys, linestyle=styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}")
+                ax.plot(
+                    ns, ys, linestyle=styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}"
+                )
         ax.axhline(0.8, color="grey", lw=0.6)
         ax.axhline(0.05, color="red", lw=0.6)
         ax.set_xscale("log", base=2)
@@ -646,6 +649,18 @@ def chart(result: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _rerun_arguments(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif a != "--analyze-only" and not a.startswith("--out="):
+            out.append(a)
+    return out
 
 
 def parse_cells(spec: str) -> list[tuple[float, int, int]]:
@@ -673,8 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         type=Path,
-        default=RESULTS / "results.json",
-        help="a results file written before shrinkage: the plain designs' rows for cells without plain seasons",
+        default=RESULTS / "plain-learner.json",
+        help="a results file written before shrinkage (default: the committed pre-shrinkage study, 344 owner-seasons): "
+        "the plain designs' rows for cells without plain seasons",
     )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
@@ -682,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
     if baseline is not None and "plain_source" in baseline:
-        baseline = None  # a file this version wrote: its plain rows are not a pre-shrinkage run's
+        raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
     if not args.analyze_only:
         for learner in ("shrunk", "plain") if args.learner == "both" else (args.learner,):
             run(cells, args.out, args.workers, learner)
@@ -701,7 +717,8 @@ def main(argv: list[str] | None = None) -> int:
         "with that study's season counts (column `plain_seasons` in results.json)."
     )
     meta = {
-        "arguments": " ".join(argv if argv is not None else sys.argv[1:]),
+        # how to regenerate: the seasons' own arguments (where they were kept and whether this call ran them change nothing)
+        "arguments": " ".join(a for a in _rerun_arguments(argv if argv is not None else sys.argv[1:])),
         "plain_note": plain_note,
         "seasons": len(seasons),
         "quick": args.quick,
