@@ -189,12 +189,12 @@ def _last_night(delta: float, n: int, seed: int, config: LearningConfig) -> Lear
 def test_a_planted_gain_passes_the_offline_gate_more_often_shrunk_and_a_null_never_does():
     from benchmarks import power_study as ps
 
-    seeds = range(4)
+    seeds = range(3)  # three owners per arm: the cheapest set that still orders the learners
     passed = lambda reports: sum(r.decision == "improved_on_observed_candidates" for r in reports)  # noqa: E731
     shrunk = [_last_night(0.03, 400, s, ps.STUDY_CONFIG) for s in seeds]
     plain = [_last_night(0.03, 400, s, ps.PLAIN_CONFIG) for s in seeds]
-    assert passed(shrunk) >= 3 and passed(shrunk) > passed(plain)
+    assert passed(shrunk) >= 2 and passed(shrunk) > passed(plain)
     nulls = [_last_night(0.0, 400, s, ps.STUDY_CONFIG) for s in seeds]
     assert passed(nulls) == 0
-    # under the null the chosen factors lean to the identity: most proposals shrink by half or more
-    assert sum(r.shrinkage.factor <= 0.5 for r in nulls) >= 3
+    # under the null the inner folds lean to the identity: most proposals take the grid's floor
+    assert sum(r.shrinkage.factor == min(GRID) for r in nulls) >= 2
