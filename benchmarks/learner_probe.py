@@ -86,10 +86,7 @@ def _finish(obj: PoolObjective, family, params: Parameters, evaluations: int) ->
     return SearchResult(params, at_identity, value, evaluations)
 
 
-def _shrunk(p: Parameters, base: tuple[float, ...], lam: float) -> Parameters:
-    logs = tuple(lam * v for v in p.log_multipliers)
-    inter = None if p.interactions is None else tuple(b0 + lam * (b - b0) for b, b0 in zip(p.interactions, base))
-    return Parameters(logs, inter)
+_shrunk = pool_fit.shrink  # the product's shrinkage (adopted from this probe's variant)
 
 
 def _mean_params(ps_: list[Parameters]) -> Parameters:
