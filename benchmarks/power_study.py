@@ -664,11 +664,16 @@ def _rerun_arguments(argv: list[str]) -> list[str]:
 
 
 def parse_cells(spec: str) -> list[tuple[float, int, int]]:
-    """``delta:n:seeds,…`` → the planned (δ, n, seed) triples (seeds 0 … seeds − 1 per cell)."""
+    """``delta:n:seeds,…`` → the planned (δ, n, seed) triples: seeds 0 … seeds − 1 per cell, or
+    ``first-last`` (both included) for more seasons of a cell an earlier run drew seeds for."""
     cells = []
     for part in spec.split(","):
         d, n, k = part.split(":")
-        cells += [(float(d), int(n), s) for s in range(int(k))]
+        first, _, last = k.partition("-")
+        seeds = range(int(first), int(last) + 1) if last else range(int(k))
+        if not seeds:
+            raise SystemExit(f"--cells {part}: no seeds in {k!r} (first-last with first ≤ last, or a count ≥ 1)")
+        cells += [(float(d), int(n), s) for s in seeds]
     return cells
 
 
@@ -694,7 +699,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
+    parser.add_argument(
+        "--results-name",
+        default="results",
+        help="file stem of what --update-results writes under benchmarks/results/power/ (e.g. for an extension run)",
+    )
     args = parser.parse_args(argv)
+    if not args.results_name.isidentifier() and not args.results_name.replace("-", "_").isidentifier():
+        parser.error(f"--results-name {args.results_name!r}: a file stem of letters, digits, '-' and '_'")
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
     if baseline is not None and "plain_source" in baseline:
@@ -741,10 +753,12 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     target = RESULTS if args.update_results else args.out
     target.mkdir(parents=True, exist_ok=True)
-    (target / "results.md").write_text(text)
-    (target / "results.json").write_text(json.dumps({"meta": meta, **result}, indent=1, sort_keys=True))
-    chart(result, target / "power.png")
-    print(f"wrote {target}/results.md, results.json and power.png", file=sys.stderr)
+    stem = args.results_name
+    chart_name = "power.png" if stem == "results" else f"{stem}.png"
+    (target / f"{stem}.md").write_text(text)
+    (target / f"{stem}.json").write_text(json.dumps({"meta": meta, **result}, indent=1, sort_keys=True))
+    chart(result, target / chart_name)
+    print(f"wrote {target}/{stem}.md, {stem}.json and {chart_name}", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,7 @@ so ``-m`` selects a tier without a marker on every function.
 ``slow`` is added beside the tier for the files whose tests take more than about ten seconds and
 the single tests of 2.5 seconds or more on the 2-core development machine (measured with
 ``--durations``), so that the fast tier for day-to-day work, ``-m "not slow and not server"``,
-stays under three minutes there with PostgreSQL. ``locomo`` marks tests that need the LoCoMo development data:
+stays under three minutes there with PostgreSQL (run on both cores: ``-n auto``, pytest-xdist). ``locomo`` marks tests that need the LoCoMo development data:
 they skip where it is absent, and fail under CI, which must run them.
 """
 
