@@ -528,12 +528,15 @@ def markdown(result: dict, meta: dict) -> str:
         "Designs:",
         "",
         *[f"- **{d}** — {DESIGN_LABELS[d]}" for d in DESIGNS],
-        "",
-        "## Judged queries for 80% activation",
-        "",
-        "| true gain δ | design | one look | 10-night season |",
-        "|---|---|---|---|",
     ]
+    if any(delta > 0.0 for delta in deltas):  # a run of null cells alone has no volume to reach
+        lines += [
+            "",
+            "## Judged queries for 80% activation",
+            "",
+            "| true gain δ | design | one look | 10-night season |",
+            "|---|---|---|---|",
+        ]
     for delta in deltas:
         if delta == 0.0:
             continue
@@ -542,8 +545,11 @@ def markdown(result: dict, meta: dict) -> str:
                 f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], top[delta])} | "
                 f"{_volume(n80[f'{delta}:{design}:season'], top[delta])} |"
             )
-    lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
+    if 0.03 in deltas:
+        lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
     for kind, title in (("single", "one look"), ("season", "10-night season")):
+        if 0.03 not in deltas:
+            break
         new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
         if new is None:
             ratio = "new never reaches 80% in the studied volumes"
@@ -614,6 +620,53 @@ def markdown(result: dict, meta: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def earlier_cells(earlier: dict, name: str) -> set[tuple[float, int, int]]:
+    """The (δ, n, seed) seasons an earlier results file was made of, read from the ``--cells`` of
+    its recorded arguments (a run by plan cannot be pooled: its seeds are not written down)."""
+    arguments = earlier["meta"]["arguments"].split()
+    if "--cells" not in arguments:
+        raise SystemExit(f"--pool-with {name}: its arguments name no --cells, so its seeds are unknown")
+    return set(parse_cells(arguments[arguments.index("--cells") + 1]))
+
+
+def check_disjoint(cells: list[tuple[float, int, int]], earlier: dict, name: str) -> None:
+    """Refuse to pool runs that share a season (run before any season is drawn)."""
+    shared = sorted(set(cells) & earlier_cells(earlier, name))
+    if shared:
+        raise SystemExit(
+            f"--pool-with {name}: both runs hold {len(shared)} seasons, e.g. {shared[0]}; pool other seeds"
+        )
+
+
+def pooled_null(result: dict, earlier: dict, name: str) -> str:
+    """The new design's false activations at δ = 0 over this run's seasons and an earlier results
+    file's (``earlier``, the same code, no season in both: ``check_disjoint``), per volume both
+    files hold: the counts add, and the Wilson bound is the pooled one. Markdown, to append to this
+    run's tables."""
+    lines = [
+        "",
+        f"## False activation (δ = 0), this run pooled with `{name}`",
+        "",
+        "The new design's activations (one look / season) over both runs' seasons (no season in both).",
+        "",
+        "| n | this run | earlier | pooled one look | pooled season | season's upper 95% bound |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in sorted(result["cells"], key=lambda k: (float(k.split(":")[0]), int(k.split(":")[1]))):
+        if float(key.split(":")[0]) != 0.0 or key not in earlier["cells"]:
+            continue
+        now, then = result["cells"][key], earlier["cells"][key]
+        counts = {}
+        for kind in ("single", "season"):
+            counts[kind] = round(now[NEW][kind] * now["seasons"]) + round(then[NEW][kind] * then["seasons"])
+        trials = now["seasons"] + then["seasons"]
+        lines.append(
+            f"| {key.split(':')[1]} | {now['seasons']} | {then['seasons']} | {counts['single']} of {trials} | "
+            f"{counts['season']} of {trials} | {wilson(counts['season'], trials)[1]:.1%} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def chart(result: dict, path: Path) -> None:
@@ -697,6 +750,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a results file written before shrinkage (default: the committed pre-shrinkage study, 344 owner-seasons): "
         "the plain designs' rows for cells without plain seasons",
     )
+    parser.add_argument(
+        "--pool-with",
+        type=Path,
+        help="a results file of the same code with other seeds (e.g. benchmarks/results/power/results.json): "
+        "the δ = 0 cells' false activations pooled with this run's",
+    )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     parser.add_argument(
@@ -707,8 +766,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.results_name.isidentifier() and not args.results_name.replace("-", "_").isidentifier():
         parser.error(f"--results-name {args.results_name!r}: a file stem of letters, digits, '-' and '_'")
+    if args.pool_with is not None and not args.pool_with.is_file():
+        parser.error(f"--pool-with {args.pool_with}: no such results file")
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
+    earlier = None
+    if args.pool_with is not None:
+        earlier = json.loads(args.pool_with.read_text())
+        check_disjoint(cells, earlier, args.pool_with.name)
     if baseline is not None and "plain_source" in baseline:
         raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
     if not args.analyze_only:
@@ -750,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     text = markdown(result, meta)
+    if earlier is not None and args.pool_with is not None:
+        text += pooled_null(result, earlier, args.pool_with.name)
     print(text)
     target = RESULTS if args.update_results else args.out
     target.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.power_study import main, parse_cells
+from benchmarks.power_study import check_disjoint, main, parse_cells, pooled_null
 
 
 def test_a_count_plans_seeds_from_zero_and_a_range_plans_exactly_its_seeds() -> None:
@@ -31,3 +31,28 @@ def test_a_results_name_that_is_not_a_plain_file_stem_is_refused_before_any_seas
         main(["--cells", "0.0:100:1", "--results-name", "../elsewhere", "--analyze-only"])
     assert exit_info.value.code == 2
     assert "--results-name '../elsewhere'" in capsys.readouterr().err
+
+
+def _null_cell(seasons: int, season_hits: int) -> dict:
+    rate = season_hits / seasons
+    return {"seasons": seasons, "new": {"single": 0.0, "season": rate}}
+
+
+def test_pooling_adds_the_null_counts_of_two_runs_without_a_shared_season() -> None:
+    earlier = {
+        "meta": {"arguments": "--learner shrunk --cells 0.0:100:20,0.03:100:20"},
+        "cells": {"0.0:100": _null_cell(20, 0), "0.03:100": _null_cell(20, 10)},
+    }
+    cells = parse_cells("0.0:100:20-79")
+    check_disjoint(cells, earlier, "results.json")
+    text = pooled_null({"cells": {"0.0:100": _null_cell(60, 1)}}, earlier, "results.json")
+    assert "| 100 | 60 | 20 | 0 of 80 | 1 of 80 |" in text
+    assert "0.03" not in text  # only the null cells are pooled
+
+
+def test_pooling_refuses_runs_that_share_a_season_or_whose_seeds_are_unknown() -> None:
+    earlier = {"meta": {"arguments": "--cells 0.0:100:20"}, "cells": {}}
+    with pytest.raises(SystemExit, match=r"both runs hold 1 seasons, e\.g\. \(0\.0, 100, 19\)"):
+        check_disjoint(parse_cells("0.0:100:19-30"), earlier, "results.json")
+    with pytest.raises(SystemExit, match="its arguments name no --cells"):
+        check_disjoint(parse_cells("0.0:100:1"), {"meta": {"arguments": "--medium"}, "cells": {}}, "old.json")
