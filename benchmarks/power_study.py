@@ -31,6 +31,7 @@ import json
 import math
 import os
 import pickle
+import re
 import sys
 import time
 from collections.abc import Iterable
@@ -640,11 +641,36 @@ def check_disjoint(cells: list[tuple[float, int, int]], earlier: dict, name: str
         )
 
 
-def pooled_null(result: dict, earlier: dict, name: str) -> str:
+def pooled_null(result: dict, earlier: dict) -> list[dict]:
     """The new design's false activations at δ = 0 over this run's seasons and an earlier results
     file's (``earlier``, the same code, no season in both: ``check_disjoint``), per volume both
-    files hold: the counts add, and the Wilson bound is the pooled one. Markdown, to append to this
-    run's tables."""
+    files hold: the counts add, and the Wilson bound is the pooled one."""
+    rows = []
+    for key in sorted(result["cells"], key=lambda k: (float(k.split(":")[0]), int(k.split(":")[1]))):
+        if float(key.split(":")[0]) != 0.0 or key not in earlier["cells"]:
+            continue
+        now, then = result["cells"][key], earlier["cells"][key]
+        hits = {
+            kind: round(now[NEW][kind] * now["seasons"]) + round(then[NEW][kind] * then["seasons"])
+            for kind in ("single", "season")
+        }
+        trials = now["seasons"] + then["seasons"]
+        rows.append(
+            {
+                "n": int(key.split(":")[1]),
+                "this_run": now["seasons"],
+                "earlier": then["seasons"],
+                "single": hits["single"],
+                "season": hits["season"],
+                "seasons": trials,
+                "season_upper": wilson(hits["season"], trials)[1],
+            }
+        )
+    return rows
+
+
+def pooled_markdown(rows: list[dict], name: str) -> str:
+    """``pooled_null``'s rows as a section to append to this run's tables."""
     lines = [
         "",
         f"## False activation (δ = 0), this run pooled with `{name}`",
@@ -654,17 +680,10 @@ def pooled_null(result: dict, earlier: dict, name: str) -> str:
         "| n | this run | earlier | pooled one look | pooled season | season's upper 95% bound |",
         "|---|---|---|---|---|---|",
     ]
-    for key in sorted(result["cells"], key=lambda k: (float(k.split(":")[0]), int(k.split(":")[1]))):
-        if float(key.split(":")[0]) != 0.0 or key not in earlier["cells"]:
-            continue
-        now, then = result["cells"][key], earlier["cells"][key]
-        counts = {}
-        for kind in ("single", "season"):
-            counts[kind] = round(now[NEW][kind] * now["seasons"]) + round(then[NEW][kind] * then["seasons"])
-        trials = now["seasons"] + then["seasons"]
+    for r in rows:
         lines.append(
-            f"| {key.split(':')[1]} | {now['seasons']} | {then['seasons']} | {counts['single']} of {trials} | "
-            f"{counts['season']} of {trials} | {wilson(counts['season'], trials)[1]:.1%} |"
+            f"| {r['n']} | {r['this_run']} | {r['earlier']} | {r['single']} of {r['seasons']} | "
+            f"{r['season']} of {r['seasons']} | {r['season_upper']:.1%} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -764,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         help="file stem of what --update-results writes under benchmarks/results/power/ (e.g. for an extension run)",
     )
     args = parser.parse_args(argv)
-    if not args.results_name.isidentifier() and not args.results_name.replace("-", "_").isidentifier():
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", args.results_name):
         parser.error(f"--results-name {args.results_name!r}: a file stem of letters, digits, '-' and '_'")
     if args.pool_with is not None and not args.pool_with.is_file():
         parser.error(f"--pool-with {args.pool_with}: no such results file")
@@ -816,7 +835,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = markdown(result, meta)
     if earlier is not None and args.pool_with is not None:
-        text += pooled_null(result, earlier, args.pool_with.name)
+        pooled = pooled_null(result, earlier)
+        result["pooled_null"] = {"with": args.pool_with.name, "rows": pooled}
+        text += pooled_markdown(pooled, args.pool_with.name)
     print(text)
     target = RESULTS if args.update_results else args.out
     target.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.power_study import check_disjoint, main, parse_cells, pooled_null
+from benchmarks.power_study import check_disjoint, main, parse_cells, pooled_markdown, pooled_null
 
 
 def test_a_count_plans_seeds_from_zero_and_a_range_plans_exactly_its_seeds() -> None:
@@ -45,9 +45,10 @@ def test_pooling_adds_the_null_counts_of_two_runs_without_a_shared_season() -> N
     }
     cells = parse_cells("0.0:100:20-79")
     check_disjoint(cells, earlier, "results.json")
-    text = pooled_null({"cells": {"0.0:100": _null_cell(60, 1)}}, earlier, "results.json")
-    assert "| 100 | 60 | 20 | 0 of 80 | 1 of 80 |" in text
-    assert "0.03" not in text  # only the null cells are pooled
+    rows = pooled_null({"cells": {"0.0:100": _null_cell(60, 1)}}, earlier)
+    assert [(r["n"], r["single"], r["season"], r["seasons"]) for r in rows] == [(100, 0, 1, 80)]  # only the null cells
+    assert 0.0 < rows[0]["season_upper"] < 0.1
+    assert "| 100 | 60 | 20 | 0 of 80 | 1 of 80 |" in pooled_markdown(rows, "results.json")
 
 
 def test_pooling_refuses_runs_that_share_a_season_or_whose_seeds_are_unknown() -> None:
