@@ -548,17 +548,15 @@ def markdown(result: dict, meta: dict) -> str:
             )
     if 0.03 in deltas:
         lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
-    for kind, title in (("single", "one look"), ("season", "10-night season")):
-        if 0.03 not in deltas:
-            break
-        new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
-        if new is None:
-            ratio = "new never reaches 80% in the studied volumes"
-        elif today is None:
-            ratio = f"≤ {new / volumes[-1]:.2f}× (today never reaches 80% up to n = {volumes[-1]})"
-        else:
-            ratio = f"{new / today:.2f}×"
-        lines.append(f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio}")
+        for kind, title in (("single", "one look"), ("season", "10-night season")):
+            new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
+            if new is None:
+                ratio = "new never reaches 80% in the studied volumes"
+            elif today is None:
+                ratio = f"≤ {new / volumes[-1]:.2f}× (today never reaches 80% up to n = {volumes[-1]})"
+            else:
+                ratio = f"{new / today:.2f}×"
+            lines.append(f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio}")
     for kind, title in (("single", "one look (the last night judged alone)"), ("season", "a 10-night season")):
         lines += [
             "",
@@ -789,9 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pool-with {args.pool_with}: no such results file")
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
-    earlier = None
-    if args.pool_with is not None:
-        earlier = json.loads(args.pool_with.read_text())
+    earlier = None if args.pool_with is None else json.loads(args.pool_with.read_text())
+    if earlier is not None:
         check_disjoint(cells, earlier, args.pool_with.name)
     if baseline is not None and "plain_source" in baseline:
         raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
@@ -834,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     text = markdown(result, meta)
-    if earlier is not None and args.pool_with is not None:
+    if earlier is not None:
         pooled = pooled_null(result, earlier)
         result["pooled_null"] = {"with": args.pool_with.name, "rows": pooled}
         text += pooled_markdown(pooled, args.pool_with.name)
