@@ -6,6 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
+from prme_core.storage.schema import PACKED_HEAD_FIELDS, PACKED_TEXT_FIELDS
+from prme_core.storage.sql import PROJECTION_COLUMNS
+
 APPEND_ONLY_TABLES = ("operations", "receipt_projections")
 
 
@@ -23,13 +28,27 @@ def tamper(store: Any, sql: str, params: Sequence[Any] = ()) -> None:
 def tamper_projection(store: Any, request_id: str, **columns: Any) -> None:
     """Overwrite columns of one receipt's projection (``receipt_projections`` names), wherever the
     store keeps it: its own table, or the receipt's operations row on a store that folds them
-    (``storage.sql.FOLDED_PROJECTION_COLUMNS``, where ``receipt_projections`` is a view)."""
-    if store._receipts_folded:
-        sets = ", ".join(f"rp_{name} = ?" for name in columns)
-        sql = f"UPDATE operations SET {sets} WHERE target_id = ? AND rp_schema_version IS NOT NULL"
-    else:
-        sql = f"UPDATE receipt_projections SET {', '.join(f'{name} = ?' for name in columns)} WHERE request_id = ?"
-    tamper(store, sql, [*columns.values(), request_id])
+    (``storage.sql.FOLDED_PROJECTION_COLUMNS``, where ``receipt_projections`` is a view and the
+    header fields and candidate texts are packed)."""
+    if not store._receipts_folded:
+        sets = ", ".join(f"{name} = ?" for name in columns)
+        tamper(store, f"UPDATE receipt_projections SET {sets} WHERE request_id = ?", [*columns.values(), request_id])
+        return
+    if {"receipt_checksum", "scope_key"} & set(columns):
+        raise ValueError("a folded row keeps its checksum and scope key once, in the operation itself")
+    with store.transaction(read_only=True) as tx:
+        (row,) = tx.conn.fetchall(
+            f"SELECT {', '.join(PROJECTION_COLUMNS)} FROM receipt_projections WHERE request_id = ?", [request_id]
+        )
+    values = {**dict(zip(PROJECTION_COLUMNS, row, strict=True)), **columns}
+    head = orjson.dumps({name: values[name] for name in PACKED_HEAD_FIELDS}).decode()
+    texts = "\n".join(values[name] for name in PACKED_TEXT_FIELDS)
+    tamper(
+        store,
+        "UPDATE operations SET rp_head = ?, rp_texts = ?, rp_int_columns = ?, rp_float_columns = ?, rp_pool = ? "
+        "WHERE target_id = ? AND rp_head IS NOT NULL",
+        [head, texts, values["int_columns"], values["float_columns"], values["pool"], request_id],
+    )
 
 
 def edit_receipt_payload(store: Any, request_id: str, old: str, new: str) -> None:

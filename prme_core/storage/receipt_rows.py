@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from prme_core.errors import CorruptRecord
 from prme_core.storage.compression import (
@@ -30,6 +31,7 @@ from prme_core.storage.compression import (
 from prme_core.storage.node_rows import NodeRows
 from prme_core.storage.operation_log import NEW_OPERATION_MARKS, OperationLog, operation_values, written_operation
 from prme_core.storage.records import OperationDraft, StoredOperation
+from prme_core.storage.schema import PACKED_HEAD_FIELDS, PACKED_TEXT_FIELDS
 from prme_core.storage.sql import (
     FOLDED_PROJECTION_COLUMNS,
     NEW_OPERATION_COLUMNS,
@@ -242,7 +244,7 @@ class ReceiptRows(SessionBase):
                 dropped += int(found[0][0] or 0)
                 self.conn.execute(
                     "UPDATE operations SET rp_pool = NULL, rp_pool_dropped_us = ? "
-                    f"WHERE owner = ? AND rp_pool IS NOT NULL AND rp_schema_version IS NOT NULL AND target_id IN ({marks})"
+                    f"WHERE owner = ? AND rp_pool IS NOT NULL AND rp_head IS NOT NULL AND target_id IN ({marks})"
                     if self.receipts_folded
                     else "UPDATE receipt_projections SET pool = NULL, pool_dropped_us = ? "
                     f"WHERE owner = ? AND pool IS NOT NULL AND request_id IN ({marks})",
@@ -271,10 +273,17 @@ _FOLDED_MARKS = _placeholders(len(FOLDED_PROJECTION_COLUMNS))
 
 def _folded(draft: OperationDraft, projection: tuple) -> tuple:
     """A projection row's values in ``FOLDED_PROJECTION_COLUMNS`` order, checked to name the
-    draft's owner and request (the operations row stands for both)."""
-    if (projection[0], projection[1]) != (draft.owner, draft.target_id):
-        raise ValueError(f"the projection of {projection[1]} belongs to another receipt than operation {draft.id}")
-    return projection[2:]
+    draft's owner, request, checksum and scope key (the operations row keeps them once)."""
+    row = dict(zip(PROJECTION_COLUMNS, projection, strict=True))
+    if (row["owner"], row["request_id"]) != (draft.owner, draft.target_id):
+        raise ValueError(f"the projection of {row['request_id']} belongs to another receipt than operation {draft.id}")
+    if (row["receipt_checksum"], row["scope_key"]) != (draft.checksum, draft.scope_key):
+        raise ValueError(f"the projection of {row['request_id']} names another checksum or scope than its receipt")
+    texts = [row[name] for name in PACKED_TEXT_FIELDS]
+    if any("\n" in text for text in texts):
+        raise ValueError(f"a candidate text of the projection of {row['request_id']} holds a newline")
+    head = orjson.dumps({name: row[name] for name in PACKED_HEAD_FIELDS}).decode()
+    return head, "\n".join(texts), row["int_columns"], row["float_columns"], row["pool"]
 
 
 def _columns(batch: Any) -> list[list]:

@@ -66,11 +66,15 @@ PROJECTION_COLUMNS = (
 PROJECTION_STATE_COLUMNS = ("pool_dropped_us",)
 """Columns of ``receipt_projections`` that a row gains after it is written (retention marks when
 it dropped the pool); never in the inserted row."""
-FOLDED_PROJECTION_COLUMNS = tuple(f"rp_{c}" for c in PROJECTION_COLUMNS[2:])
-"""Where a folded store (DuckDB from migration 11, ``SessionBase.receipts_folded``) keeps a
+FOLDED_PROJECTION_COLUMNS = ("rp_head", "rp_texts", "rp_int_columns", "rp_float_columns", "rp_pool")
+"""Where a folded store (DuckDB from migration 12, ``SessionBase.receipts_folded``) keeps a
 receipt's projection: in the receipt's own operations row, so saving a retrieval is one INSERT
-(the owner and request id are the row's ``owner`` and ``target_id``). ``receipt_projections`` is
-then a view over these columns, and every read of it stays as it was."""
+(the owner, request id, checksum and scope key are the row's ``owner``, ``target_id``,
+``checksum`` and ``scope_key``); the header fields are one JSON object (``rp_head``,
+``schema.PACKED_HEAD_FIELDS``) and the candidate texts one newline-joined text (``rp_texts``,
+``schema.PACKED_TEXT_FIELDS``), since DuckDB's cost of every INSERT into the log grows with the
+table's column count. ``receipt_projections`` is then a view that reads them apart, and every
+read of it stays as it was."""
 FOLDED_STATE_COLUMNS = tuple(f"rp_{c}" for c in PROJECTION_STATE_COLUMNS)
 ARTIFACT_NODE_COLUMNS = tuple(c for c in NODE_COLUMNS if c not in ("owner", "content"))
 """Every stored column of a node version but the owner (the digest names it once) and the content

@@ -11,13 +11,14 @@ from datetime import timedelta
 import pytest
 
 from prme_core import MemoryClient
+from prme_core.errors import StoreUnavailable
 from prme_core.feedback.retention import apply_retention
 from prme_core.receipts.replay import check_replay
 from prme_core.receipts.store import get_receipt
 from prme_core.retrieval.pool_replay import check_pool_replay
 from prme_core.storage import base as store_base
 from prme_core.storage import duckdb_backend
-from prme_core.storage.schema import MIGRATIONS, RECEIPTS_FOLDED_VERSION
+from prme_core.storage.schema import MIGRATIONS, RECEIPTS_FOLDED_VERSION, RECEIPTS_PACKED_VERSION
 from prme_core.types import utc_now
 
 TEXTS = [f"note {i}: the bicycle needs {part}" for i, part in enumerate(("a chain", "brake pads", "a saddle", "oil"))]
@@ -142,3 +143,73 @@ def test_only_a_retrievals_own_row_leaves_the_duckdb_state_version_alone(tmp_pat
         assert client.store.state_version() > version  # dropping a pool updates the row
         assert duckdb_backend._changes_state("UPDATE operations SET rp_pool = NULL")
         assert get_receipt(client.store, "alice", response.metadata.request_id) is not None
+
+
+def _columns_of_operations(store) -> list[str]:
+    with store.transaction(read_only=True) as tx:
+        return [
+            r[0]
+            for r in tx.conn.fetchall(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'operations' ORDER BY ordinal_position"
+            )
+        ]
+
+
+def test_migration_12_packs_a_folded_row_into_sixteen_columns_and_reads_it_unchanged(tmp_path, monkeypatch):
+    url = f"duckdb:///{tmp_path / 'prme.duckdb'}"
+    with monkeypatch.context() as old_code:
+        old_code.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_FOLDED_VERSION))
+        with MemoryClient(url) as old:
+            old.store_batch("alice", TEXTS)
+            response = old.retrieve("bicycle chain", owner="alice")
+            ids = [str(response.metadata.request_id)]
+            before = _projection_rows(old.store, "alice", ids)
+    with monkeypatch.context() as folded_code:  # migration 11 only: the projection in 16 rp_ columns
+        folded_code.setattr(
+            store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_PACKED_VERSION)
+        )
+        with MemoryClient(url) as folded:
+            assert len(_columns_of_operations(folded.store)) == 26
+    with MemoryClient(url) as client:
+        columns = _columns_of_operations(client.store)
+        assert len(columns) == 16 and [c for c in columns if c.startswith("rp_")] == [
+            "rp_int_columns",
+            "rp_float_columns",
+            "rp_pool",
+            "rp_pool_dropped_us",
+            "rp_head",
+            "rp_texts",
+        ]
+        assert _projection_rows(client.store, "alice", ids) == before
+        found = get_receipt(client.store, "alice", response.metadata.request_id, with_pool=True)
+        assert found is not None and found[0] == response.receipt
+        check_pool_replay(found[0])
+        new = client.retrieve("bicycle brake pads", owner="alice")  # written packed, read the same way
+        assert get_receipt(client.store, "alice", new.metadata.request_id)[0] == new.receipt
+
+
+def test_migration_12_stops_on_a_folded_row_whose_duplicated_checksum_disagrees(tmp_path, monkeypatch):
+    url = f"duckdb:///{tmp_path / 'prme.duckdb'}"
+    with monkeypatch.context() as folded_code:
+        folded_code.setattr(
+            store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_FOLDED_VERSION)
+        )
+        with MemoryClient(url) as old:
+            old.store_batch("alice", TEXTS)
+            old.retrieve("bicycle chain", owner="alice")
+        folded_code.setattr(
+            store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_PACKED_VERSION)
+        )
+        with MemoryClient(url) as folded, folded.store.transaction() as tx:
+            tx.conn.execute(
+                "UPDATE operations SET rp_receipt_checksum = ? WHERE rp_schema_version IS NOT NULL", ["0" * 64]
+            )
+    with pytest.raises(StoreUnavailable, match="migration 12: 1 receipt rows") as raised:
+        MemoryClient(url)
+    assert "restore the store from a backup" in str(raised.value)
+    with monkeypatch.context() as folded_code:  # nothing of migration 12 was kept
+        folded_code.setattr(
+            store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_PACKED_VERSION)
+        )
+        with MemoryClient(url) as folded:
+            assert len(_columns_of_operations(folded.store)) == 26
