@@ -15,12 +15,15 @@ from prme_core.types import from_epoch_us
 if TYPE_CHECKING:
     from prme_core.retrieval.pipeline import Run
 
+PACK_ITEMS = "pack_items"
+"""The corpus cache (``Corpus.extras``) of each row's pack item, made once per corpus."""
+
 
 def pack_run(run: Run, ranked: list[Ranked]) -> ContextBundle:
     """The token-budgeted context bundle of a run's ranked memories (each node's pack item is
     built once per corpus and reused; only rank, score and paths change per request)."""
     c = run.corpus
-    templates: dict[int, PackItem] = c.extras.setdefault("pack_items", {})
+    templates: dict[int, PackItem] = c.extras.setdefault(PACK_ITEMS, {})
     items = []
     for i, r in enumerate(ranked):
         template = templates.get(r.row)

@@ -28,7 +28,7 @@ from prme_core.features import EPISTEMIC_INDEX, INTERACTION_NAMES, TRACE_FEATURE
 from prme_core.receipts.store import persist_receipt
 from prme_core.retrieval import candidates as generation
 from prme_core.retrieval.bm25 import Bm25Parameters
-from prme_core.retrieval.bundling import pack_run
+from prme_core.retrieval.bundling import PACK_ITEMS, pack_run
 from prme_core.retrieval.config import ScoringWeights
 from prme_core.retrieval.corpus import Corpus, CorpusCache, lexical_identity
 from prme_core.retrieval.embedding import EmbeddingProvider
@@ -40,7 +40,7 @@ from prme_core.retrieval.packing import ContextEntry
 from prme_core.retrieval.query_analysis import QueryAnalysis, analyze_query, temporal_affinity
 from prme_core.retrieval.ranked import Op, Ranked, ordered
 from prme_core.retrieval.ranking import ScoredPool, formula_scores, path_score, rank_pool
-from prme_core.retrieval.receipt_assembly import assemble_receipt, opt_int
+from prme_core.retrieval.receipt_assembly import assemble_receipt
 from prme_core.retrieval.requests import (
     EPISTEMIC_MODES,
     ProfileResolution,
@@ -61,7 +61,6 @@ from prme_core.retrieval.text import lexical_tokens
 from prme_core.retrieval.tokenizer import tokenizer_identity
 from prme_core.storage.base import Store
 from prme_core.types import (
-    from_epoch_us,
     to_epoch_us,
 )
 
@@ -349,19 +348,20 @@ class Run:
     # --- packing and recording ----------------------------------------------------------
 
     def result(self, rank: int, r: Ranked, entries: dict[UUID, ContextEntry]) -> RetrievedMemory:
-        """The returned memory at ``rank``; ``entries`` are the bundle's entries by node id."""
-        c = self.corpus
-        node = c.uuids[r.row]
-        entry = entries.get(node)
+        """The returned memory at ``rank``; ``entries`` are the bundle's entries by node id. The
+        node's fixed fields come from its pack item (``bundling.pack_run`` made one for every
+        ranked row of this corpus before results are built)."""
+        item = self.corpus.extras[PACK_ITEMS][r.row]
+        entry = entries.get(item.node_id)
         return RetrievedMemory(
-            node_id=node,
+            node_id=item.node_id,
             rank=rank,
             score=r.score,
-            content=c.content[r.row],
-            scope=str(c.scope[r.row]),
-            node_type=c.node_type[r.row],
-            session_id=c.session_id[r.row],
-            event_time=from_epoch_us(opt_int(c.event_us[r.row])),
+            content=item.content,
+            scope=item.scope,
+            node_type=item.node_type,
+            session_id=item.session_id,
+            event_time=item.event_time,
             paths=tuple(sorted(r.paths)),
             cross_scope=r.cross_scope,
             in_context=entry is not None,
