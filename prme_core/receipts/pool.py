@@ -182,7 +182,7 @@ class PoolColumns:
         neighbour offsets and references as int32)."""
         m = self.members
         f = np.ascontiguousarray(self.features, dtype="<f8").reshape(m, self.features.shape[1])
-        constant = [j for j in range(f.shape[1]) if m and np.all(f[:, j] == f[0, j])]
+        constant = np.flatnonzero(np.all(f == f[0], axis=0)).tolist() if m else []
         header = {
             "format": PACKED_POOL_FORMAT,
             "members": m,
@@ -195,8 +195,9 @@ class PoolColumns:
         head = canonical_json(header)
         blocks = [struct.pack("<I", len(head)), head]
         blocks += [self.node_bytes, self.outside_bytes]
+        shared = set(constant)
         for j in range(f.shape[1]):
-            blocks.append(f[:1, j].tobytes() if j in constant else f[:, j].tobytes())
+            blocks.append(f[:1, j].tobytes() if j in shared else f[:, j].tobytes())
         flags = self.cross_scope.astype(np.uint8) | (self.update_eligible.astype(np.uint8) << 1)
         blocks += [
             self.paths.astype(np.uint8).tobytes(),

@@ -155,6 +155,14 @@ class RetrievalPipeline:
         return RetrievalResponse(results=results, bundle=bundle, receipt=receipt, metadata=meta)
 
 
+def _node_keys(corpus: Corpus) -> list[int]:
+    """Every node's UUID as an integer (ranking's final tie-break), made once per corpus."""
+    keys = corpus.extras.get("node_keys")
+    if keys is None:
+        keys = corpus.extras["node_keys"] = [u.int for u in corpus.uuids]
+    return keys
+
+
 class Run:
     """The state of one retrieval while it is ranked, packed and recorded."""
 
@@ -241,7 +249,14 @@ class Run:
             )
         else:
             affinity = np.zeros(n)
-        boosts = np.array([w.boost(c.node_type[r]) for r in rows], dtype=np.float64)
+        boost_of: dict[str, float] = {}  # a weight set's boost per node type, looked up once each
+        boosts = np.array(
+            [
+                boost_of[t] if t in boost_of else boost_of.setdefault(t, w.boost(t))
+                for t in map(c.node_type.__getitem__, pool.rows)
+            ],
+            dtype=np.float64,
+        )
         interactions = interaction_features(self.query_terms, c, pool.rows)
         computed = {
             "semantic": semantic,
@@ -261,10 +276,10 @@ class Run:
         self.current_state = current
         self.scored = ScoredPool(
             rows=pool.rows,
-            node_keys=[c.uuids[r].int for r in pool.rows],
+            node_keys=list(map(_node_keys(c).__getitem__, pool.rows)),
             features=self.features,
             paths=pool.paths,
-            cross_scope=[bool(cross[r]) for r in pool.rows],
+            cross_scope=cross[rows].tolist(),
             update_eligible=current & newest & updating,
             neighbours=corpus_neighbours(c, eligible, cross, req.packing.session_context_window),
         )

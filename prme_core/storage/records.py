@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from prme_core.canonical import canonical_json, parse_json, sha256_hex
 from prme_core.errors import CorruptRecord
@@ -37,8 +38,9 @@ class OperationDraft:
             id=id, owner=owner, op_type=op_type, payload=canonical_json(body), scope_key=scope_key, target_id=target_id
         )
 
-    @property
+    @cached_property
     def checksum(self) -> str:
+        """SHA-256 of the payload, computed once (a receipt's draft is asked four times)."""
         return sha256_hex(self.payload)
 
 
