@@ -213,3 +213,35 @@ def test_migration_12_stops_on_a_folded_row_whose_duplicated_checksum_disagrees(
         )
         with MemoryClient(url) as folded:
             assert len(_columns_of_operations(folded.store)) == 26
+
+
+def test_a_retrieval_is_saved_on_the_row_insert_connection_without_the_optimizer(tmp_path):
+    """DuckDB runs a single-row INSERT in autocommit on a second connection of the same database
+    with the optimizer off: the write is visible at once, a repeated id is refused as before,
+    and the connection closes with the store (the file reopens and vacuums)."""
+    from prme_core.errors import IdempotencyConflict
+    from prme_core.receipts.store import persist_receipt
+
+    url = f"duckdb:///{tmp_path / 'prme.duckdb'}"
+    with MemoryClient(url) as client:
+        client.store_batch("alice", TEXTS)
+        response = client.retrieve("bicycle chain", owner="alice")
+        conn = _raw_conn(client)
+        assert conn._row_inserts is not None
+        assert conn._row_inserts.execute("SELECT current_setting('enable_optimizer')").fetchall() == [(False,)]
+        assert conn.raw.execute("SELECT current_setting('enable_optimizer')").fetchall() == [(True,)]
+        assert get_receipt(client.store, "alice", response.metadata.request_id) is not None
+        with pytest.raises(IdempotencyConflict, match="already has a stored receipt"):
+            persist_receipt(client.store, response.receipt)
+        inner = None
+        with pytest.raises(RuntimeError, match="roll back"), client.store.transaction():
+            inner = client.retrieve("bicycle saddle", owner="alice")  # inside a transaction: its connection
+            raise RuntimeError("roll back")
+        assert inner is not None and inner.metadata.receipt_persisted
+        assert get_receipt(client.store, "alice", inner.metadata.request_id) is None  # rolled back with it
+        client.vacuum()
+        again = client.retrieve("bicycle brake pads", owner="alice")
+    with MemoryClient(url) as reopened:
+        for r in (response, again):
+            found = get_receipt(reopened.store, "alice", r.metadata.request_id, with_pool=True)
+            assert found is not None and found[0] == r.receipt
