@@ -435,16 +435,18 @@ ALTER TABLE operations DROP COLUMN rp_pool_flags;
 CREATE INDEX operations_by_target ON operations (owner, op_type, target_id);
 CREATE INDEX operations_by_scope ON operations (owner, op_type, scope_key);
 CREATE VIEW receipt_projections AS
-SELECT owner, target_id AS request_id, checksum AS receipt_checksum,
-    CAST(rp_head ->> 'schema_version' AS INTEGER) AS schema_version, scope_key, rp_head ->> 'query' AS query,
-    rp_head ->> 'ranking_policy' AS ranking_policy, rp_head ->> 'fusion' AS fusion,
-    CAST(rp_head ->> 'candidate_count' AS INTEGER) AS candidate_count, rp_int_columns AS int_columns,
-    rp_float_columns AS float_columns, split_part(rp_texts, chr(10), 1) AS node_ids,
-    split_part(rp_texts, chr(10), 2) AS base_node_ids, split_part(rp_texts, chr(10), 3) AS adjustments,
-    rp_head ->> 'pool_sha256' AS pool_sha256, CAST(rp_head ->> 'pool_flags' AS INTEGER) AS pool_flags,
-    rp_pool AS pool, rp_pool_dropped_us AS pool_dropped_us
-FROM operations
-WHERE op_type = 'retrieval_receipt' AND rp_head IS NOT NULL;
+SELECT owner, request_id, receipt_checksum, head.schema_version, scope_key, head.query, head.ranking_policy, head.fusion,
+    head.candidate_count, int_columns, float_columns, texts[1] AS node_ids, texts[2] AS base_node_ids,
+    texts[3] AS adjustments, head.pool_sha256, head.pool_flags, pool, pool_dropped_us
+FROM (
+    SELECT owner, target_id AS request_id, checksum AS receipt_checksum, scope_key,
+        json_transform(rp_head, '{"schema_version": "INTEGER", "query": "VARCHAR", "ranking_policy": "VARCHAR",
+            "fusion": "VARCHAR", "candidate_count": "INTEGER", "pool_sha256": "VARCHAR", "pool_flags": "INTEGER"}') AS head,
+        string_split(rp_texts, chr(10)) AS texts, rp_int_columns AS int_columns, rp_float_columns AS float_columns,
+        rp_pool AS pool, rp_pool_dropped_us AS pool_dropped_us
+    FROM operations
+    WHERE op_type = 'retrieval_receipt' AND rp_head IS NOT NULL
+);
 """,
         only="duckdb",
     ),
