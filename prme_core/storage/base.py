@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
-from prme_core.errors import PrmeError, StoreUnavailable
+from prme_core.errors import StoreUnavailable
 from prme_core.storage.records import AppliedMigration, Vacuumed
 from prme_core.storage.schema import MIGRATIONS, RECEIPTS_PACKED_VERSION, migration_sql
 from prme_core.storage.session import StoreSession
@@ -103,18 +103,10 @@ class SqlStore:
                             "this code's; the store was created by another PRME build"
                         )
                     continue
-                try:
-                    if migration.only in (None, self.backend):
-                        tx.conn.execute(migration_sql(migration, self.backend))
-                    if self.backend == "postgresql" and migration.postgresql_extra:
-                        tx.conn.execute(migration.postgresql_extra)
-                except PrmeError:
-                    raise
-                except Exception as exc:  # the database's own error, named with the migration (nothing kept)
-                    raise StoreUnavailable(
-                        f"schema migration {migration.version} ({migration.name.split(':')[0]}) failed and "
-                        f"nothing of it was kept: {exc}"
-                    ) from exc
+                if migration.only in (None, self.backend):
+                    tx.conn.execute(migration_sql(migration, self.backend))
+                if self.backend == "postgresql" and migration.postgresql_extra:
+                    tx.conn.execute(migration.postgresql_extra)
                 tx.conn.execute(
                     "INSERT INTO schema_migrations (version, name, checksum, applied_us) VALUES (?, ?, ?, ?)",
                     [migration.version, migration.name, migration.checksum, to_epoch_us(utc_now())],

@@ -24,6 +24,7 @@ import pyarrow as pa
 from prme_core.errors import DuplicateKey, StoreDamaged, StoreLocked, StoreUnavailable
 from prme_core.storage.base import SqlStore
 from prme_core.storage.records import Vacuumed
+from prme_core.storage.schema import MIGRATION_REFUSED
 from prme_core.storage.url import StoreURL, duckdb_path
 
 _UNNEST_INSERT_MAX_ROWS = 2000
@@ -424,6 +425,8 @@ def _damage_reported(target: str) -> Iterator[None]:
     try:
         yield
     except duckdb.Error as exc:
+        if MIGRATION_REFUSED in str(exc):  # a migration found rows it cannot change faithfully
+            raise StoreDamaged(target, str(exc).split(MIGRATION_REFUSED, 1)[1].strip()) from exc
         damaged = _damage(target, exc)
         if damaged is None:
             raise

@@ -393,6 +393,9 @@ PACKED_HEAD_FIELDS = (
     "pool_flags",
 )
 PACKED_TEXT_FIELDS = ("node_ids", "base_node_ids", "adjustments")
+MIGRATION_REFUSED = "PRME migration refused: "
+"""How a migration's own check of the rows it is about to change begins its error (the store then
+reads as damaged: ``StoreDamaged``; the migration's transaction keeps nothing)."""
 
 MIGRATIONS = MIGRATIONS + (
     Migration(
@@ -402,7 +405,7 @@ MIGRATIONS = MIGRATIONS + (
         "already were (issue 28: 26 columns to 16, every INSERT into the log cheaper); receipt_projections "
         "reads as before; a row whose duplicated checksum or scope key disagree stops the migration",
         """
-SELECT CASE WHEN count(*) > 0 THEN error('migration 12: ' || count(*) || ' receipt rows of operations hold a '
+SELECT CASE WHEN count(*) > 0 THEN error('PRME migration refused: migration 12: ' || count(*) || ' receipt rows of operations hold a '
     || 'projection whose checksum or scope key differs from the row''s own, or a candidate text with a newline; '
     || 'restore the store from a backup taken before the damage') END
 FROM operations

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from prme_core import MemoryClient
-from prme_core.errors import StoreUnavailable
+from prme_core.errors import StoreDamaged
 from prme_core.feedback.retention import apply_retention
 from prme_core.receipts.replay import check_replay
 from prme_core.receipts.store import get_receipt
@@ -204,9 +204,9 @@ def test_migration_12_stops_on_a_folded_row_whose_duplicated_checksum_disagrees(
             tx.conn.execute(
                 "UPDATE operations SET rp_receipt_checksum = ? WHERE rp_schema_version IS NOT NULL", ["0" * 64]
             )
-    with pytest.raises(StoreUnavailable, match="migration 12: 1 receipt rows") as raised:
+    with pytest.raises(StoreDamaged, match="migration 12: 1 receipt rows") as raised:
         MemoryClient(url)
-    assert "restore the store from a backup" in str(raised.value)
+    assert "restore the store from a backup" in str(raised.value) and "PRME migration refused" not in str(raised.value)
     with monkeypatch.context() as folded_code:  # nothing of migration 12 was kept
         folded_code.setattr(
             store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version < RECEIPTS_PACKED_VERSION)
