@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from prme_core.storage.schema import PACKED_HEAD_FIELDS, PACKED_TEXT_FIELDS
-from prme_core.storage.sql import PROJECTION_COLUMNS
+from prme_core.storage.receipt_rows import packed_projection_values
+from prme_core.storage.sql import FOLDED_PROJECTION_COLUMNS, PROJECTION_COLUMNS
 
 APPEND_ONLY_TABLES = ("operations", "receipt_projections")
 
@@ -40,15 +38,9 @@ def tamper_projection(store: Any, request_id: str, **columns: Any) -> None:
         (row,) = tx.conn.fetchall(
             f"SELECT {', '.join(PROJECTION_COLUMNS)} FROM receipt_projections WHERE request_id = ?", [request_id]
         )
-    values = {**dict(zip(PROJECTION_COLUMNS, row, strict=True)), **columns}
-    head = orjson.dumps({name: values[name] for name in PACKED_HEAD_FIELDS}).decode()
-    texts = "\n".join(values[name] for name in PACKED_TEXT_FIELDS)
-    tamper(
-        store,
-        "UPDATE operations SET rp_head = ?, rp_texts = ?, rp_int_columns = ?, rp_float_columns = ?, rp_pool = ? "
-        "WHERE target_id = ? AND rp_head IS NOT NULL",
-        [head, texts, values["int_columns"], values["float_columns"], values["pool"], request_id],
-    )
+    values = packed_projection_values({**dict(zip(PROJECTION_COLUMNS, row, strict=True)), **columns})
+    sets = ", ".join(f"{name} = ?" for name in FOLDED_PROJECTION_COLUMNS)
+    tamper(store, f"UPDATE operations SET {sets} WHERE target_id = ? AND rp_head IS NOT NULL", [*values, request_id])
 
 
 def edit_receipt_payload(store: Any, request_id: str, old: str, new: str) -> None:

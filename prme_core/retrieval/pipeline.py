@@ -249,14 +249,9 @@ class Run:
             )
         else:
             affinity = np.zeros(n)
-        boost_of: dict[str, float] = {}  # a weight set's boost per node type, looked up once each
-        boosts = np.array(
-            [
-                boost_of[t] if t in boost_of else boost_of.setdefault(t, w.boost(t))
-                for t in map(c.node_type.__getitem__, pool.rows)
-            ],
-            dtype=np.float64,
-        )
+        types = [c.node_type[r] for r in pool.rows]
+        boost_of = {t: w.boost(t) for t in set(types)}  # looked up once per node type
+        boosts = np.array([boost_of[t] for t in types], dtype=np.float64)
         interactions = interaction_features(self.query_terms, c, pool.rows)
         computed = {
             "semantic": semantic,

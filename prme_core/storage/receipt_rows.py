@@ -279,6 +279,13 @@ def _folded(draft: OperationDraft, projection: tuple) -> tuple:
         raise ValueError(f"the projection of {row['request_id']} belongs to another receipt than operation {draft.id}")
     if (row["receipt_checksum"], row["scope_key"]) != (draft.checksum, draft.scope_key):
         raise ValueError(f"the projection of {row['request_id']} names another checksum or scope than its receipt")
+    return packed_projection_values(row)
+
+
+def packed_projection_values(row: Mapping[str, Any]) -> tuple:
+    """A projection row (``PROJECTION_COLUMNS`` names) as the values of ``FOLDED_PROJECTION_COLUMNS``:
+    the header fields as one JSON object, the candidate texts joined by a newline (refused if
+    one holds a newline), the blocks and the pool as they are."""
     texts = [row[name] for name in PACKED_TEXT_FIELDS]
     if any("\n" in text for text in texts):
         raise ValueError(f"a candidate text of the projection of {row['request_id']} holds a newline")
