@@ -297,8 +297,10 @@ def load(out: Path, cells: list[tuple[float, int, int]], learner: str = "shrunk"
 
 # --- the designs' decisions ----------------------------------------------------------------------
 
-TODAY, V3, GATES, NEW, IDEAL = "today", "v3", "gates", "new", "ideal"
-DESIGNS = (TODAY, V3, GATES, NEW, IDEAL)
+TODAY, V3, GATES, SHARE30, NEW, IDEAL = "today", "v3", "gates", "share30", "new", "ideal"
+DESIGNS = (TODAY, V3, GATES, SHARE30, NEW, IDEAL)
+SEASON_DESIGNS = (TODAY, V3, GATES, NEW, IDEAL)
+"""The designs a season's looks are judged by here; SHARE30's rows come from an earlier results file."""
 DESIGN_LABELS = {
     TODAY: "today (the plain learner; v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the "
     "holdout; every night alone)",
@@ -307,11 +309,14 @@ DESIGN_LABELS = {
     GATES: "gates (the plain learner; v4: the same offline gate, then the holdout within a 5% budget spent over "
     "the partition's proposals, counting the offline gate each passed first: 2.5% for the first twenty nights' "
     "proposals) — the previous study's *new*",
+    SHARE30: "share30 (the shrunk learner with the v4 gates and a 30% validation share) — the previous study's "
+    "*new*, its rows read from that study's results (`--previous`)",
     NEW: "new (the shrunk learner — the proposal and each fold's pulled toward the identity by a factor that "
-    "inner folds of their own training groups choose — with the v4 gates)",
+    "inner folds of their own training groups choose — with the v4 gates and a 15% validation share, so the "
+    "proposal fits on 85% of the judged groups)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
-GATED = (TODAY, V3, GATES, NEW)
+GATED = (TODAY, V3, GATES, SHARE30, NEW)
 PLAIN_DESIGNS = (TODAY, V3, GATES)
 """Designs judged on the plain learner's seasons; NEW and IDEAL on the shrunk learner's."""
 BASELINE_NAMES = {TODAY: "today", V3: "v3", GATES: "new"}
@@ -319,11 +324,26 @@ BASELINE_NAMES = {TODAY: "today", V3: "v3", GATES: "new"}
 
 
 def offline_passes(look: Look, design: str) -> bool:
-    """The proposal stage's gate: version 3 (the report's own decision, over the validation and
-    cross-fitted groups) or version 2 (the same report's validation groups alone, by the
-    version-2 rule: the bootstrap bound and the sign-flip test at 2.5%)."""
+    """The proposal stage's gate: version 3 over the validation and cross-fitted groups — for NEW
+    re-derived by ``proposal.offline_gate`` from the look's evidence with today's proposal check
+    (``LearningConfig.proposal_check``, resolved where the look was recorded before it: the gate
+    reads nothing the fit depends on, so the decision is the one a run of today's code makes),
+    for V3 and GATES the report's own decision — or version 2 (the same report's validation
+    groups alone, by the version-2 rule: the bootstrap bound and the sign-flip test at 2.5%)."""
     o = look.offline
-    if design != TODAY:  # a plain season's look is judged by GATES exactly as a shrunk one by NEW
+    if design == NEW:
+        decision = offline_gate(
+            schema_version=3,
+            config=LearningConfig.model_validate(o["config"]).resolved(),
+            ndcg_gain=o["evidence_gain"],
+            interval_low=o["interval"][0],  # read by version 2 only
+            pairwise_gain=o["evidence_pairwise_gain"],
+            p_value=o["evidence_sign_flip_p"],
+            proposal_gain=o["gain"],
+            proposal_interval=(o["interval"][0], o["interval"][1]),
+        )
+        return decision == "improved_on_observed_candidates"
+    if design != TODAY:  # a plain season's look is judged by GATES by the report's own decision
         return o["decision"] == "improved_on_observed_candidates"
     config = LearningConfig.model_validate(o["config"]).model_copy(update={"crossfit_folds": None})
     decision = offline_gate(
@@ -424,7 +444,7 @@ def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def cell_rates(seasons: list[Season], designs: Iterable[str] = DESIGNS) -> dict:
+def cell_rates(seasons: list[Season], designs: Iterable[str] = SEASON_DESIGNS) -> dict:
     """Per design: activation on one look (the last night judged alone) and over the season."""
     out: dict = {"seasons": len(seasons)}
     for design in designs:
@@ -464,10 +484,14 @@ def volume_for(rates: dict[int, float], target: float = 0.8) -> float | None:
     return None
 
 
-def analyze(seasons: list[Season], plain: list[Season] | None = None, baseline: dict | None = None) -> dict:
+def analyze(
+    seasons: list[Season], plain: list[Season] | None = None, baseline: dict | None = None, previous: dict | None = None
+) -> dict:
     """Rates per cell: NEW and IDEAL from the shrunk learner's ``seasons``; the plain designs from
     ``plain`` where a cell has them, else from ``baseline`` (a results file written before
-    shrinkage, whose seasons were the plain learner's: same draws, same code)."""
+    shrinkage, whose seasons were the plain learner's: same draws, same code); SHARE30 from
+    ``previous`` (a results file of the shrunk learner at the 30% validation share) where it has
+    the cell."""
     cells: dict[tuple[float, int], list[Season]] = {}
     for s in seasons:
         cells.setdefault((s.delta, s.n), []).append(s)
@@ -488,6 +512,8 @@ def analyze(seasons: list[Season], plain: list[Season] | None = None, baseline: 
             sources[key] = "baseline"
         else:
             raise SystemExit(f"cell {key}: no plain-learner seasons and no baseline row; run --learner plain")
+        if previous is not None and key in previous["cells"]:
+            row.update({SHARE30: previous["cells"][key][NEW], "share30_seasons": previous["cells"][key]["seasons"]})
         table[key] = row
     n80: dict = {}
     for delta in sorted({d for d, _ in cells}):
@@ -495,8 +521,9 @@ def analyze(seasons: list[Season], plain: list[Season] | None = None, baseline: 
             continue
         for design in DESIGNS:
             for kind in ("single", "season"):
-                rates = {n: table[f"{delta}:{n}"][design][kind] for (d, n) in cells if d == delta}
-                n80[f"{delta}:{design}:{kind}"] = volume_for(rates)
+                rows = [(n, table[f"{delta}:{n}"].get(design)) for (d, n) in cells if d == delta]
+                rates = {n: r[kind] for n, r in rows if r is not None}
+                n80[f"{delta}:{design}:{kind}"] = volume_for(rates) if rates else None
     return {"cells": table, "n80": n80, "plain_source": sources}
 
 
@@ -550,13 +577,17 @@ def markdown(result: dict, meta: dict) -> str:
         lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
         for kind, title in (("single", "one look"), ("season", "10-night season")):
             new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
+            share30 = n80.get(f"0.03:{SHARE30}:{kind}")
             if new is None:
                 ratio = "new never reaches 80% in the studied volumes"
             elif today is None:
                 ratio = f"≤ {new / volumes[-1]:.2f}× (today never reaches 80% up to n = {volumes[-1]})"
             else:
                 ratio = f"{new / today:.2f}×"
-            lines.append(f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio}")
+            lines.append(
+                f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio} "
+                f"(share30, the previous study's new: {_volume(share30, volumes[-1])})"
+            )
     for kind, title in (("single", "one look (the last night judged alone)"), ("season", "a 10-night season")):
         lines += [
             "",
@@ -567,7 +598,7 @@ def markdown(result: dict, meta: dict) -> str:
         ]
         for delta in deltas:
             for design in DESIGNS:
-                row = [cells[f"{delta}:{n}"][design] if f"{delta}:{n}" in cells else None for n in volumes]
+                row = [cells[f"{delta}:{n}"].get(design) if f"{delta}:{n}" in cells else None for n in volumes]
                 lines.append(
                     f"| {delta:.2f} | {design} | "
                     + " | ".join(
@@ -585,14 +616,17 @@ def markdown(result: dict, meta: dict) -> str:
         "| design | " + " | ".join(f"n={n}" for n in volumes) + " |",
         "|---|" + "---|" * len(volumes),
     ]
+    season_counts = {NEW: "seasons", SHARE30: "share30_seasons"}
     for design in GATED:
+        null = [cells.get(f"0.0:{n}", {}) for n in volumes]
         lines.append(
             f"| {design}: one look / season | "
             + " | ".join(
-                f"{cells[f'0.0:{n}'][design]['single']:.1%} / {cells[f'0.0:{n}'][design]['season']:.1%} "
-                f"(≤ {cells[f'0.0:{n}'][design]['season_ci'][1]:.1%}, "
-                f"{cells[f'0.0:{n}']['seasons' if design == NEW else 'plain_seasons']} seasons)"
-                for n in volumes
+                "not run"
+                if design not in c
+                else f"{c[design]['single']:.1%} / {c[design]['season']:.1%} "
+                f"(≤ {c[design]['season_ci'][1]:.1%}, {c[season_counts.get(design, 'plain_seasons')]} seasons)"
+                for c in null
             )
             + " |"
         )
@@ -614,7 +648,7 @@ def markdown(result: dict, meta: dict) -> str:
         "",
         "Brackets: Wilson 95% intervals; the bound in parentheses is the season rate's upper end.",
         "Activated profiles below their baseline (true gain < 0), over all cells: "
-        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values())}" for d in GATED)
+        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values() if d in c)}" for d in GATED)
         + ".",
         "",
     ]
@@ -696,14 +730,14 @@ def chart(result: dict, path: Path) -> None:
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-    styles = {TODAY: ":", V3: "-.", GATES: (0, (3, 1, 1, 1, 1, 1)), NEW: "-", IDEAL: "--"}
+    styles = {TODAY: ":", SHARE30: "-.", NEW: "-", IDEAL: "--"}  # v3 and gates: in the tables
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
     for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
         for colour, delta in zip(colours, deltas, strict=True):
-            for design in DESIGNS:
+            for design in styles:
                 if design == IDEAL and delta == 0.0:
                     continue
-                ns = [n for n in volumes if f"{delta}:{n}" in cells]
+                ns = [n for n in volumes if design in cells.get(f"{delta}:{n}", {})]
                 ys = [cells[f"{delta}:{n}"][design][kind] for n in ns]
                 ax.plot(
                     ns, ys, linestyle=styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}"
@@ -768,6 +802,13 @@ def main(argv: list[str] | None = None) -> int:
         "the plain designs' rows for cells without plain seasons",
     )
     parser.add_argument(
+        "--previous",
+        type=Path,
+        default=RESULTS / "share-30.json",
+        help="the committed study of the shrunk learner at the 30%% validation share (default "
+        "benchmarks/results/power/share-30.json): the share30 design's rows",
+    )
+    parser.add_argument(
         "--pool-with",
         type=Path,
         help="a results file of the same code with other seeds (e.g. benchmarks/results/power/results.json): "
@@ -799,7 +840,8 @@ def main(argv: list[str] | None = None) -> int:
     seasons = load(args.out, cells, "shrunk")
     plain = load(args.out, cells, "plain")
     print(f"{len(seasons)} + {len(plain)} seasons loaded; deciding every look", file=sys.stderr, flush=True)
-    result = analyze(seasons, plain, baseline)
+    previous = json.loads(args.previous.read_text()) if args.previous.exists() else None
+    result = analyze(seasons, plain, baseline, previous)
     from_baseline = sorted(k for k, v in result["plain_source"].items() if v == "baseline")
     plain_note = (
         "The plain designs (today, v3, gates) were judged on this run's plain-learner seasons."

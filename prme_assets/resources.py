@@ -18,7 +18,13 @@ from pydantic import Field
 
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput
-from prme_core.learning.config import POOL_DEFAULTS, SHRINKAGE_DEFAULTS, V3_DEFAULTS, LearningConfig
+from prme_core.learning.config import (
+    POOL_DEFAULTS,
+    PROPOSAL_DEFAULTS,
+    SHRINKAGE_DEFAULTS,
+    V3_DEFAULTS,
+    LearningConfig,
+)
 from prme_core.learning.full_retrieval import DEFAULT_ALPHA_BUDGET, HARM_DEFAULTS, FullRetrievalEvaluationConfig
 from prme_core.learning.snapshot import DEFAULT_MAX_RECORDS
 from prme_core.retrieval.embedding import embedding_provider
@@ -94,6 +100,9 @@ class LearningPolicyResource(dg.ConfigurableResource):
     shrinkage_folds: int = SHRINKAGE_DEFAULTS["shrinkage_folds"]  # type: ignore[assignment]
     shrinkage_grid: list[float] = list(SHRINKAGE_DEFAULTS["shrinkage_grid"])  # type: ignore[call-overload]
     """Factors a pool proposal may be shrunk toward the identity by (ending at 1.0; ``[1.0]``: off)."""
+    proposal_check: str = PROPOSAL_DEFAULTS["proposal_check"]
+    """What the offline gate asks of the proposal's own validation gain: ``interval`` (its bootstrap
+    interval reaches 0) or ``mean`` (its mean is not negative)."""
     max_records: int = DEFAULT_MAX_RECORDS
     holdout_k: int = _default(FullRetrievalEvaluationConfig, "k")
     holdout_min_query_groups: int = _default(FullRetrievalEvaluationConfig, "min_query_groups")

@@ -67,16 +67,21 @@ def screen_decision(
     p_value: float | None,
     max_p_value: float,
     proposal_gain: float | None = None,
+    proposal_upper: float | None = None,
 ) -> OfflineDecision:
     """The version-3 offline gate over its evidence (the validation groups and the cross-fitted
     training groups): the minimum mean NDCG gain, no mean pairwise-accuracy regression, the
-    groups' one-sided paired sign-flip p-value at most ``max_p_value``, and no loss of the
-    proposal itself on the validation groups (``proposal_gain`` ≥ 0). A profile also needs a
-    confirming holdout."""
+    groups' one-sided paired sign-flip p-value at most ``max_p_value``, and the proposal itself
+    not worse on the validation groups: its mean gain there not negative (``proposal_gain``, the
+    ``mean`` check of earlier reports) or the upper endpoint of its bootstrap interval there not
+    negative (``proposal_upper``, the ``interval`` check: not measurably worse). A profile also
+    needs a confirming holdout."""
     if not enough_groups:
         return "insufficient_data"
     assert ndcg_gain is not None and pairwise_gain is not None and p_value is not None
     if proposal_gain is not None and proposal_gain < -TOLERANCE:
+        return "no_improvement"
+    if proposal_upper is not None and proposal_upper < -TOLERANCE:
         return "no_improvement"
     if ndcg_gain >= min_ndcg_gain and pairwise_gain >= -TOLERANCE and p_value <= max_p_value:
         return "improved_on_observed_candidates"

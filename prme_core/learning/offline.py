@@ -433,6 +433,7 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
         pairwise_gain=summary["evidence_pairwise_gain"],
         p_value=summary["evidence_sign_flip_p"],
         proposal_gain=gain,
+        proposal_interval=interval,
     )
     estimate = groups_for_power(evidence, alpha=power_alpha(REPORT_VERSION, cfg))
     alternative = None

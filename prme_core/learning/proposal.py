@@ -163,11 +163,16 @@ def offline_gate(
     pairwise_gain: float,
     p_value: float | None,
     proposal_gain: float | None = None,
+    proposal_interval: tuple[float, float] | None = None,
 ) -> OfflineDecision:
     """The decision a report of ``schema_version`` derives from its evidence: for version 3 the
     gains and p-value over the validation and cross-fitted groups (``evidence_differences``)
-    and the proposal's own validation gain, for earlier versions over the validation groups."""
+    and the proposal's own validation gain (its mean, or its interval's upper endpoint, as
+    ``config.proposal_check`` says), for earlier versions over the validation groups."""
     if schema_version >= 3:
+        by_interval = config.proposal_check == "interval"
+        if by_interval and proposal_interval is None:
+            raise ValueError("the interval proposal check needs the proposal's validation interval")
         return screen_decision(
             enough_groups=True,
             ndcg_gain=ndcg_gain,
@@ -175,7 +180,8 @@ def offline_gate(
             min_ndcg_gain=config.min_ndcg_gain,
             p_value=p_value,
             max_p_value=config.max_p_value,  # type: ignore[arg-type]
-            proposal_gain=proposal_gain,
+            proposal_gain=None if by_interval else proposal_gain,
+            proposal_upper=proposal_interval[1] if by_interval else None,  # type: ignore[index]
         )
     return offline_decision(
         enough_groups=True,
@@ -328,6 +334,7 @@ class LearningEvaluation(EvolvingModel):
                 pairwise_gain=expected["evidence_pairwise_gain"],
                 p_value=expected["evidence_sign_flip_p"],
                 proposal_gain=gain,
+                proposal_interval=interval,
             )
         else:
             self._check_power(diffs)
@@ -354,6 +361,8 @@ class LearningEvaluation(EvolvingModel):
         if None in v2 or any(getattr(self.config, name) is None for name in POOL_DEFAULTS):
             raise ValueError("a version-2 report records its family, fit path and reason, metric and resolved config")
         v3 = self.schema_version >= 3
+        if self.config.proposal_check is not None and not v3:
+            raise ValueError("only a version-3 report records its proposal check")
         shrinkage_config = [getattr(self.config, name) is not None for name in SHRINKAGE_DEFAULTS]
         if len(set(shrinkage_config)) != 1 or (shrinkage_config[0] and not v3):
             raise ValueError("a report records both shrinkage fields or neither, and only from version 3")

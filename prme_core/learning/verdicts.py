@@ -215,6 +215,14 @@ def replay_verdict(split: SplitSummary) -> Verdict:
     )
 
 
+def proposal_check(proposal: LearningEvaluation) -> str | None:
+    """What the report's offline gate asked of the proposal's own validation gain (version 3:
+    ``interval`` or ``mean``, the rule of reports written before the field; earlier: None)."""
+    if proposal.schema_version < 3:
+        return None
+    return proposal.config.proposal_check or "mean"
+
+
 def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
     interval = proposal.validation_gain_interval
     facts = {
@@ -231,6 +239,7 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
         "evidence_pairwise_gain": proposal.evidence_pairwise_gain,
         "evidence_sign_flip_p": proposal.evidence_sign_flip_p,
         "crossfit_folds": proposal.config.crossfit_folds,
+        "proposal_check": proposal_check(proposal),
         "validation_groups": proposal.coverage.validation_queries,
         "validation_ndcg_gain": proposal.validation_ndcg_gain,
         "interval_low": None if interval is None else interval[0],
@@ -251,7 +260,8 @@ def offline_gate_verdict(proposal: LearningEvaluation) -> Verdict:
                 f"NDCG gain {proposal.evidence_ndcg_gain:+.4f} [{low:+.4f}, {high:+.4f}] over "
                 f"{proposal.evidence_groups} validation and cross-fitted groups (sign-flip p "
                 f"{proposal.evidence_sign_flip_p:.3g} ≤ {proposal.config.max_p_value}); the proposal itself "
-                f"{proposal.validation_ndcg_gain:+.4f} on the validation groups",
+                f"{proposal.validation_ndcg_gain:+.4f} [{interval[0]:+.4f}, {interval[1]:+.4f}] on the validation "  # type: ignore[index]
+                f"groups (check: {proposal_check(proposal)})",
                 facts,
             )
         return Verdict(

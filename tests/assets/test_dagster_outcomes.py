@@ -103,6 +103,7 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     assert outcome["needs"] == "no measurable gain" or outcome["needs"].startswith(("needs about", "enough"))
     # every threshold it was judged against, how it was fitted, and its power figures
     assert (meta["min_ndcg_gain"], meta["max_p_value"], meta["crossfit_folds"]) == (0.01, 0.025, 3)
+    assert meta["proposal_check"] == "interval"  # what it asked of the proposal's own validation gain
     assert meta["gate"] == "validation and cross-fitted groups" and meta["evidence_groups"] > meta["validation_groups"]
     assert 0 < meta["sign_flip_p"] <= 1
     assert (meta["fit_path"], meta["family"], meta["algorithm"]) == (

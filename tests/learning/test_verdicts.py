@@ -107,7 +107,7 @@ def test_offline_gate_verdict_passes_an_improvement_with_its_gain_and_interval(p
         f"NDCG gain {proposal.evidence_ndcg_gain:+.4f} [{e_low:+.4f}, {e_high:+.4f}] over "
         f"{proposal.evidence_groups} validation and cross-fitted groups (sign-flip p "
         f"{proposal.evidence_sign_flip_p:.3g} ≤ 0.025); the proposal itself "
-        f"{proposal.validation_ndcg_gain:+.4f} on the validation groups"
+        f"{proposal.validation_ndcg_gain:+.4f} [{low:+.4f}, {high:+.4f}] on the validation groups (check: interval)"
     )
     assert (verdict.facts["interval_low"], verdict.facts["interval_high"]) == (low, high)
     assert (verdict.facts["evidence_interval_low"], verdict.facts["evidence_interval_high"]) == (e_low, e_high)

@@ -12,9 +12,10 @@ from prme_core.retrieval.multipliers import UNITY
 
 
 def planted_snapshot(owner: str) -> FeedbackSnapshot:
-    """100 query groups, one judged synthetic receipt each, relevance planted on the lexical feature."""
+    """160 query groups (over 20 of them validation groups at the default 15% share), one judged
+    synthetic receipt each, relevance planted on the lexical feature."""
     rng = random.Random(1)
-    items = [synthetic_receipt(rng, owner=owner, query=f"question {g}") for g in range(100)]
+    items = [synthetic_receipt(rng, owner=owner, query=f"question {g}") for g in range(160)]
     receipts = [(r, hashlib.sha256(receipt_bytes(r)).hexdigest()) for r, _ in items]
     return snapshot_from_receipts(owner, receipts, [synthetic_record(rng, r, rel) for r, rel in items])
 
