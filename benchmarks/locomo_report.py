@@ -401,7 +401,7 @@ def markdown(report: BenchmarkReport, *, chart_name: str | None) -> str:
         "re-ranking each training request's recorded pool for judged NDCG@10). The offline gate judges its "
         "evidence: the proposal on the validation groups and each training group out of fold (judged by a "
         "proposal fitted on the other training folds); it needs sign-flip p ≤ "
-        f"{_policy(report, 'max_p_value')} there and no loss of the proposal itself on validation. Where the offline gate stopped the "
+        f"{_policy(report, 'max_p_value')} there and the proposal itself not measurably worse on validation (its bootstrap interval there reaches 0). Where the offline gate stopped the "
         "run, the holdout was computed anyway with `client.evaluate_holdout(proposal)` for reporting only (**not "
         "gated**); an insufficient-coverage proposal keeps unity, so its learned arm equals the baseline. 'Pairwise "
         "alternative' is the same pools and parameters fitted by pairwise logistic loss, reported beside it; it "

@@ -17,7 +17,10 @@ complete pool, the per-group metrics summarized by ``learning.full_retrieval.sum
 (``learning.gates``): *today* (report version 2: bootstrap and sign-flip at 2.5% on both gates)
 and *new* (report version 3: the offline gate over the validation groups and the cross-fitted
 training groups, then the confirming holdout with its error budget spent over the partition's
-holdout looks). *Ideal* is the reference of one paired
+proposals; the shrunk learner at today's 15% validation share, the proposal checked by its
+validation interval). *share30* is the previous study's *new* (the same gates and learner at a
+30% share, the proposal checked by its validation mean), read from its committed results
+(``--previous``). *Ideal* is the reference of one paired
 sign-flip test at 2.5% of the planted profile itself on all the labels so far (no fit, no split).
 
 A *single look* at n is the season's last night judged alone (look 1, nothing spent before);
@@ -65,7 +68,8 @@ LEARNERS = {
 search instead of 32, so that the study's thousands of fits (each with its three cross-fitting
 folds) fit in a few hours on 2 cores (a weaker search can only make the proposals, not the gates,
 worse). ``plain`` is the learner before shrinkage (the search's point, a one-value grid);
-``shrunk`` is today's default (the point shrunk toward the identity by inner folds)."""
+``shrunk`` is today's default (the point shrunk toward the identity by inner folds, at today's
+15% validation share)."""
 STUDY_CONFIG = LEARNERS["shrunk"]
 PLAIN_CONFIG = LEARNERS["plain"]
 

@@ -95,7 +95,7 @@ GATE_TABLE: tuple[Gate, ...] = (
         "ranking_proposal",
         ("ranking_proposal",),
         "NDCG gain ≥ minimum over the validation and cross-fitted training groups, one-sided sign-flip "
-        "p ≤ the bound, no pairwise-accuracy regression, no loss of the proposal on validation.",
+        "p ≤ the bound, no pairwise-accuracy regression, the proposal not measurably worse on validation.",
         lambda e, c: verdicts.offline_gate_verdict(e["ranking_proposal"]),
     ),
     Gate(

@@ -36,7 +36,7 @@ __all__ = [
     "write_during_holdout",
 ]
 
-LEARNING_CONFIG = {"min_training_queries": 10, "min_validation_queries": 8}
+LEARNING_CONFIG = {"min_training_queries": 10, "min_validation_queries": 5}
 HOLDOUT_CONFIG = {"min_query_groups": 10}
 
 

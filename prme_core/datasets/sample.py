@@ -4,11 +4,11 @@ a seed with the learning lab (``lab.py``), no third-party text, nothing to downl
 Each owner is one (owner, scope) learning target with a different story, so one run shows both
 what activates and the gates' expected "no"s:
 
-- ``ada`` judges 100 topics, always preferring the precise repair note over the salient vague
+- ``ada`` judges 180 topics, always preferring the precise repair note over the salient vague
   mention: a consistent signal the offline gate and the full-retrieval holdout both confirm, so
   a profile activates.
 - ``ben`` judges 6 topics: too few judged queries (coverage says how many more it needs).
-- ``cyd`` judges 100 topics but alternates which memory it prefers: no consistent signal, so
+- ``cyd`` judges 180 topics but alternates which memory it prefers: no consistent signal, so
   the offline gate finds no improvement.
 
 Ids are deterministic (``lab.build_lab(key=...)``), so loading the sample again stores, judges
@@ -27,7 +27,7 @@ from prme_core.engine.client import MemoryClient
 
 SAMPLE_SEED = 29
 SAMPLE_SCOPE = "personal"
-SAMPLE_KEY = "sample-v1"
+SAMPLE_KEY = "sample-v2"
 """Names the sample's ids; a change to what the sample stores must change it."""
 
 EXTRA_TOPICS = (
@@ -35,9 +35,19 @@ EXTRA_TOPICS = (
     "chimney cinnamon clarinet compass cottage crayon cricket crystal dolphin domino easel elevator "
     "emerald feather fountain gazebo ginger goblet granite guitar hedgehog helmet hornet iceberg igloo "
     "jigsaw kayak kiwi ladder lagoon lemonade lighthouse lobster mandolin mango meadow mitten mosaic "
-    "nutmeg oasis octopus paddle parrot pebble"
+    "nutmeg oasis octopus paddle parrot pebble "
+    "acorn almond antler apron archway attic avocado awning bagpipe balcony bamboo barrel beacon "
+    "beehive blanket bonnet bookcase bracelet brooch bucket burrow cabin cameo canal candelabra "
+    "carpet chalet chariot chestnut chisel clover cocoon coral cornet crane cupboard cymbal daisy "
+    "doorbell dragonfly drawbridge dumpling eggplant elm fern ferry fiddle firefly flute fossil "
+    "gable garnet gondola gramophone hatchet hazelnut heron hourglass jasmine juniper kiln lantana "
+    "lilac locket loom magnolia mallet maple marimba mussel nectarine oar obelisk otter pagoda "
+    "papaya pelican pendulum periscope pinecone plank quill raft reindeer rudder saffron sapphire "
+    "scarecrow seashell sextant sled spindle spruce squid stirrup sundial tambourine teapot thimble "
+    "toboggan topaz trellis trombone turnip ukulele umbrella walnut wagon weathervane windmill yacht"
 ).split()
-"""More one-word topics beside the lab's sixty, so an owner can judge a hundred distinct ones."""
+"""More one-word topics beside the lab's sixty, so an owner can judge 180 distinct ones (enough
+for 20 validation groups at the default 15% validation share)."""
 VOCABULARY = tuple(TOPICS) + tuple(EXTRA_TOPICS)
 
 
@@ -52,9 +62,9 @@ class SampleOwner:
 
 
 SAMPLE_OWNERS = (
-    SampleOwner("ada", 100, "relevant", "a consistent signal: the gates accept and a profile activates"),
+    SampleOwner("ada", 180, "relevant", "a consistent signal: the gates accept and a profile activates"),
     SampleOwner("ben", 6, "relevant", "too few judged queries: coverage says how many more"),
-    SampleOwner("cyd", 100, "mixed", "judgments that disagree: no improvement to learn"),
+    SampleOwner("cyd", 180, "mixed", "judgments that disagree: no improvement to learn"),
 )
 
 

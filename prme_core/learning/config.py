@@ -59,7 +59,8 @@ its evidence): ``mean`` — its mean NDCG gain there is not negative (reports wr
 ``proposal_check`` existed); ``interval`` — its paired-bootstrap 95% interval there reaches 0 (the
 upper endpoint is not negative: the proposal is not measurably worse). With a 15% validation share
 the mean over a few dozen groups has the wrong sign for a true +0.02 proposal about one time in
-five; the interval refuses only a proposal the validation groups show to be worse."""
+six (the power study: 71 of 412 nightly proposals with a true gain of +0.015 to +0.025); the
+interval refuses only a proposal the validation groups show to be worse."""
 PROPOSAL_DEFAULTS: dict[str, ProposalCheck] = {"proposal_check": "interval"}
 """What a report written since ``proposal_check`` came records when the caller leaves it unset."""
 SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.5, 0.75, 1.0)}
