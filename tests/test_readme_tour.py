@@ -46,8 +46,8 @@ def test_readme_tour_learns_a_profile_and_a_second_run_duplicates_nothing(tmp_pa
     assert "applied → The gadget 7 repair costs forty dollars" in first.stdout
     after_first = _state(tmp_path / ".prme" / "tour.duckdb")
     assert after_first["active"] is not None and after_first["profiles"] == 1
-    assert after_first["memories"] == 3 + 2 * 80 and after_first["judgments"] == 1 + 80
-    assert after_first["holdout_queries"] == 80
+    assert after_first["memories"] == 3 + 2 * 160 and after_first["judgments"] == 1 + 160
+    assert after_first["holdout_queries"] == 160
 
     second = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
