@@ -677,6 +677,42 @@ def check_disjoint(cells: list[tuple[float, int, int]], earlier: dict, name: str
         )
 
 
+def design_config(learner: str = "shrunk") -> dict:
+    """The resolved learning configuration a season of ``learner`` fits and gates with (what each
+    covered look's report records): the design a results file's new rows are of."""
+    return LEARNERS[learner].resolved().model_dump(mode="json")
+
+
+def check_same_design(earlier: dict, name: str) -> None:
+    """Refuse to pool with a results file of another design: its recorded learner configuration
+    must be this run's. A file that records none (written before the study recorded it, such as
+    the 30%-share null extensions) cannot be pooled."""
+    recorded = earlier["meta"].get("learner_config")
+    if recorded is None:
+        raise SystemExit(
+            f"--pool-with {name}: it records no learner configuration, so its design is unknown; "
+            "pool only with a results file written since the study records one (meta.learner_config)"
+        )
+    ours = design_config()
+    differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
+    if differ:
+        shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+        raise SystemExit(f"--pool-with {name}: another design ({shown}); pool only runs of the same configuration")
+
+
+def check_seasons_config(seasons: list[Season]) -> None:
+    """Refuse seasons whose reports were fitted with another configuration than this code's
+    (e.g. pickles an earlier version left in ``--out``)."""
+    ours = design_config()
+    for season in seasons:
+        for look in season.looks:
+            if look.offline and look.offline["config"] != ours:
+                raise SystemExit(
+                    f"season d{season.delta:.2f}_n{season.n}_s{season.seed}: fitted with another configuration "
+                    "than this code's; move its folder aside or pass another --out"
+                )
+
+
 def pooled_null(result: dict, earlier: dict) -> list[dict]:
     """The new design's false activations at δ = 0 over this run's seasons and an earlier results
     file's (``earlier``, the same code, no season in both: ``check_disjoint``), per volume both
@@ -815,8 +851,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pool-with",
         type=Path,
-        help="a results file of the same code with other seeds (e.g. benchmarks/results/power/results.json): "
-        "the δ = 0 cells' false activations pooled with this run's",
+        help="a results file of the same design (its meta.learner_config) with other seeds (e.g. "
+        "benchmarks/results/power/results.json): the δ = 0 cells' false activations pooled with this run's",
     )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
@@ -834,6 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
     earlier = None if args.pool_with is None else json.loads(args.pool_with.read_text())
     if earlier is not None:
+        check_same_design(earlier, args.pool_with.name)
         check_disjoint(cells, earlier, args.pool_with.name)
     if baseline is not None and "plain_source" in baseline:
         raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
@@ -844,6 +881,7 @@ def main(argv: list[str] | None = None) -> int:
     seasons = load(args.out, cells, "shrunk")
     plain = load(args.out, cells, "plain")
     print(f"{len(seasons)} + {len(plain)} seasons loaded; deciding every look", file=sys.stderr, flush=True)
+    check_seasons_config(seasons)
     previous = json.loads(args.previous.read_text()) if args.previous.exists() else None
     result = analyze(seasons, plain, baseline, previous)
     from_baseline = sorted(k for k, v in result["plain_source"].items() if v == "baseline")
@@ -866,6 +904,7 @@ def main(argv: list[str] | None = None) -> int:
         "analysis_seconds": time.perf_counter() - started,
         "nights": NIGHTS,
         "holdout_queries": HOLDOUT_QUERIES,
+        "learner_config": design_config(),
         "world": {
             "pool": world.POOL,
             "returned": world.RETURNED,

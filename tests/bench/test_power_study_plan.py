@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.power_study import check_disjoint, main, parse_cells, pooled_markdown, pooled_null
+from benchmarks.power_study import (
+    check_disjoint,
+    check_same_design,
+    design_config,
+    main,
+    parse_cells,
+    pooled_markdown,
+    pooled_null,
+)
 
 
 def test_a_count_plans_seeds_from_zero_and_a_range_plans_exactly_its_seeds() -> None:
@@ -57,3 +65,22 @@ def test_pooling_refuses_runs_that_share_a_season_or_whose_seeds_are_unknown() -
         check_disjoint(parse_cells("0.0:100:19-30"), earlier, "results.json")
     with pytest.raises(SystemExit, match="its arguments name no --cells"):
         check_disjoint(parse_cells("0.0:100:1"), {"meta": {"arguments": "--medium"}, "cells": {}}, "old.json")
+
+
+def test_pooling_refuses_a_results_file_of_another_design_or_of_no_recorded_design() -> None:
+    same = {"meta": {"learner_config": design_config()}}
+    check_same_design(same, "results.json")
+    other = {"meta": {"learner_config": {**design_config(), "validation_fraction": 0.3}}}
+    with pytest.raises(SystemExit, match=r"another design \(validation_fraction 0\.3 there, 0\.15 here\)"):
+        check_same_design(other, "null-extension.json")
+    with pytest.raises(SystemExit, match="records no learner configuration"):
+        check_same_design({"meta": {"arguments": "--cells 0.0:100:20"}}, "null-extension.json")
+
+
+def test_the_committed_results_record_the_design_the_study_runs_today() -> None:
+    """Pooling a new run with the committed study needs its design on record (``--pool-with``)."""
+    import json
+
+    from benchmarks.power_study import RESULTS
+
+    check_same_design(json.loads((RESULTS / "results.json").read_text()), "results.json")
