@@ -220,12 +220,13 @@ def learning_policy() -> LearningPolicyResource:
     return LearningPolicyResource()
 
 
-def _resources(store_url: str, embedding: str) -> dict[str, Any]:
-    """The learning policy; the store and evidence IO manager on the benchmark's store."""
+def _resources(store_url: str, embedding: str, policy: LearningPolicyResource | None = None) -> dict[str, Any]:
+    """The learning policy (``policy``, else the defaults); the store and evidence IO manager on
+    the benchmark's store."""
     return {
         "prme_store": PrmeStoreResource(store_url=store_url, embedding=embedding),
         "evidence_io": EvidenceIOManager(store_url=store_url),
-        "learning_policy": learning_policy(),
+        "learning_policy": policy or learning_policy(),
     }
 
 

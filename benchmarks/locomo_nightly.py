@@ -1,7 +1,8 @@
 """Nightly-replay benchmark: scheduled learning is a sequence of looks.
 
 Run: ``python -m benchmarks.locomo_nightly [--data PATH] [--nights 10] [--seeds 10]
-[--owners conv-26,conv-30] [--limit 20] [--out DIR | --update-results] [--resume | --rewrite]``. Results go
+[--owners conv-26,conv-30] [--limit 20] [--policy FIELD=VALUE …] [--out DIR | --update-results]
+[--resume | --rewrite]``. Results go
 to a scratch folder (``.prme/benchmarks/locomo-nightly/`` under the working directory) unless
 ``--out`` names one; only ``--update-results`` overwrites ``benchmarks/results/locomo-nightly/``.
 
@@ -21,6 +22,11 @@ night: that reuse is what the benchmark measures.
 
 Completed owner-seasons are appended to ``seasons.jsonl`` in the scratch folder as they finish;
 ``--resume`` reuses those whose inputs match (same data, owner, seed, nights, limit, policy).
+
+``--policy FIELD=VALUE`` (repeatable) overrides a field of the default learning policy
+(``LearningPolicyResource``) for a run of one's own, e.g. a test's smaller coverage minimums; the
+report names the overrides. The committed results are the default policy's: ``--update-results``
+refuses overrides.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from benchmarks.common import add_output_options
 from benchmarks.locomo_learning import (
@@ -52,6 +60,7 @@ from prme_assets.cli import run_guarded
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import encode_target
+from prme_assets.resources import HOLDOUT_FIELDS, LearningPolicyResource
 from prme_core.canonical import canonical_digest
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
@@ -91,6 +100,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--limit", type=int, default=DEFAULT_LIMIT, help=f"results per retrieval (default {DEFAULT_LIMIT})"
     )
     parser.add_argument("--no-real", action="store_true", help="skip the real-label seasons (null control only)")
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one field of the default learning policy (repeatable; the value is JSON or a bare string), "
+        "e.g. min_validation_queries=15; not with --update-results",
+    )
     add_output_options(parser, scratch=SCRATCH_OUT, committed=f"benchmarks/results/{COMMITTED_OUT.name}")
     parser.add_argument(
         "--resume",
@@ -133,6 +150,45 @@ def _gain(value: float | None) -> str:
 
 def _interval(pair: Any) -> str:
     return "" if not pair else f" [{pair[0]:+.3f}, {pair[1]:+.3f}]"
+
+
+def policy_overrides(items: list[str]) -> dict[str, Any]:
+    """``--policy FIELD=VALUE`` items as the overrides they name, each field checked against
+    ``LearningPolicyResource`` (a value that is not JSON is taken as a string)."""
+    fields = LearningPolicyResource.model_fields
+    overrides: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidInput("--policy", f"expected FIELD=VALUE, got {item!r}")
+        if name not in fields:
+            raise InvalidInput(
+                "--policy", f"{name!r} is not a learning-policy field; one of {', '.join(sorted(fields))}"
+            )
+        if name in overrides:
+            raise InvalidInput("--policy", f"{name} is given twice")
+        try:
+            overrides[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[name] = raw
+    return overrides
+
+
+def policy_from(overrides: dict[str, Any]) -> LearningPolicyResource:
+    """The learning policy with ``overrides``, its learning and holdout configurations validated
+    now (an out-of-bounds value fails before any season runs, naming its field)."""
+    policy_field: dict[str, str] = {}  # the policy's name of a field an error names (the holdout's differ)
+    try:
+        policy = LearningPolicyResource(**overrides) if overrides else learning_policy()
+        policy.learning_config()
+        policy_field = HOLDOUT_FIELDS
+        policy.holdout_config()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(policy_field.get(part, part)) for part in first["loc"]) or "policy"
+        raise InvalidInput("--policy", f"{where}: {first['msg']}") from None
+    return policy
 
 
 # --- one night ----------------------------------------------------------------------------------
@@ -253,7 +309,16 @@ def run_night(
 # --- one owner-season ---------------------------------------------------------------------------
 
 
-def season_key(*, data_sha256: str, owner: str, seed: int | None, nights: int, limit: int, embedding: str) -> str:
+def season_key(
+    *,
+    data_sha256: str,
+    owner: str,
+    seed: int | None,
+    nights: int,
+    limit: int,
+    embedding: str,
+    policy: LearningPolicyResource | None = None,
+) -> str:
     """What a season's outcome depends on (for ``--resume``): data, owner, labels, schedule, policy."""
     return canonical_digest(
         {
@@ -264,7 +329,7 @@ def season_key(*, data_sha256: str, owner: str, seed: int | None, nights: int, l
             "nights": nights,
             "limit": limit,
             "embedding": embedding,
-            "policy": learning_policy().model_dump(mode="json"),
+            "policy": (policy or learning_policy()).model_dump(mode="json"),
         }
     )
 
@@ -279,8 +344,10 @@ def run_season(
     stop: StopSignals,
     progress: Any = _say,
     label: str = "",
+    policy: LearningPolicyResource | None = None,
 ) -> dict[str, Any]:
-    """One owner's season: real labels (``seed`` None) or labels shuffled with ``seed``."""
+    """One owner's season: real labels (``seed`` None) or labels shuffled with ``seed``, learning
+    under ``policy`` (default: the default learning policy)."""
     started = time.perf_counter()
     split = split_questions(conv)
     position = {q.index: i for i, q in enumerate(split.feedback)}
@@ -292,7 +359,7 @@ def run_season(
         temporary_instance() as instance,
         stop.runs_on(instance),
     ):
-        resources = _resources(store_url, embedding)
+        resources = _resources(store_url, embedding, policy)
         with MemoryClient(store_url, embedder=embedder_named(embedding)) as client:
             load_conversation(client, conv)
             registered = register_holdout(client, conv, split.holdout, limit=limit)
@@ -488,6 +555,13 @@ def _pct(part: int, whole: int) -> str:
     return f"{part} / {whole} ({part / whole:.1%})" if whole else f"{part} / 0"
 
 
+def _policy_words(options: dict[str, Any]) -> str:
+    overrides = options.get("policy_overrides") or {}
+    if not overrides:
+        return "default learning policy"
+    return "learning policy: the defaults but " + ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items()))
+
+
 def markdown(report: dict[str, Any]) -> str:
     o = report["options"]
     lines = [
@@ -496,7 +570,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"Generated {report['created_at']} by `python -m benchmarks.locomo_nightly` on {report['data']['name']} "
         f"(data sha256 `{report['data']['sha256'][:16]}…`; {len(report['data']['owners'])} owners: "
         f"{', '.join(report['data']['owners'])}), embedding **{report['embedding']}**, "
-        f"{o['nights']} nights per season, {o['seeds']} null seeds, limit {o['limit']}, default learning policy. "
+        f"{o['nights']} nights per season, {o['seeds']} null seeds, limit {o['limit']}, {_policy_words(o)}. "
         f"{report['data']['source']} (read at run time, not copied here).",
         "",
         "Each owner-season: a fresh store and Dagster instance; the conversation stored and its holdout "
@@ -727,6 +801,12 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             return run(options, own)
     if options.rewrite:
         return rewrite(output_dir(options))
+    overrides = policy_overrides(options.policy)
+    if overrides and options.update_results:
+        raise InvalidInput(
+            "--policy", "the committed results are the default policy's; write a run with overrides to --out"
+        )
+    policy = policy_from(overrides)
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
     conversations = read_locomo(path, wanted)
@@ -762,6 +842,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             nights=options.nights,
             limit=options.limit,
             embedding=embedding,
+            policy=policy,
         )
         if key in done:
             seasons.append(done[key])
@@ -775,6 +856,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             embedding=embedding,
             stop=stop,
             label=f"[{i}/{len(plan)} {_clock(time.perf_counter() - started)}] ",
+            policy=policy,
         )
         seasons.append(season)
         with partial.open("a") as f:
@@ -798,8 +880,14 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             "source": "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0",
         },
         "embedding": embedding,
-        "options": {"nights": options.nights, "seeds": options.seeds, "limit": options.limit, "owners": wanted},
-        "policy": learning_policy().model_dump(mode="json"),
+        "options": {
+            "nights": options.nights,
+            "seeds": options.seeds,
+            "limit": options.limit,
+            "owners": wanted,
+            "policy_overrides": overrides,
+        },
+        "policy": policy.model_dump(mode="json"),
         "real": real,
         "null": null,
         "machine": {"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()},

@@ -8,10 +8,11 @@ from uuid import UUID
 import pytest
 
 from benchmarks import locomo_nightly
-from benchmarks.locomo_nightly import check_report, split_nights
+from benchmarks.locomo_nightly import check_report, policy_from, policy_overrides, split_nights
 from benchmarks.locomo_null import shuffled_labels
 from benchmarks.locomo_report import GATE_NAMES
 from prme_core.datasets.locomo import Question
+from prme_core.errors import InvalidInput
 from tests.locomo_data import DATA, needs_data
 
 OWNER = "conv-42"
@@ -88,3 +89,67 @@ def test_check_report_catches_counts_that_do_not_add_up(nightly_run):
     report["null_summary"]["total"]["looks"] += 1
     with pytest.raises(AssertionError):
         check_report(report)
+
+
+@pytest.fixture(scope="module")
+def nightly_run_with_policy(tmp_path_factory):
+    """conv-42's real-label season under a policy of the test's own: 15 validation groups suffice,
+    so the second night (all 18) reaches the offline gate and the nightly report records it."""
+    out = tmp_path_factory.mktemp("locomo-nightly-policy")
+    argv = ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", "0", "--out", str(out)]
+    code = locomo_nightly.main([*argv, "--policy", "min_validation_queries=15"])
+    return code, out
+
+
+@needs_data
+def test_a_night_that_reaches_the_offline_gate_is_reported_with_its_numbers(nightly_run_with_policy):
+    code, out = nightly_run_with_policy
+    assert code == 0
+    report = json.loads((out / "results.json").read_text())
+    check_report(report)
+    assert report["options"]["policy_overrides"] == {"min_validation_queries": 15}
+    assert report["policy"]["min_validation_queries"] == 15
+    (season,) = report["real"]
+    first, second = season["nights"]
+    assert not first["offline"]["reached"] and first["stopped_by"] == "coverage_sufficient"
+    assert first["validation_groups"] < 15 <= second["validation_groups"]
+    offline = second["offline"]
+    assert offline["reached"] and offline["decision"] and offline["gain"] is not None
+    assert offline["interval"] is not None and offline["interval"][0] <= offline["gain"] <= offline["interval"][1]
+    assert second["checks"]["coverage_sufficient"] == "pass"
+    assert offline["accepted"] == (second["checks"]["offline_gate_passed"] == "pass")
+    assert second["stopped_by"] != "coverage_sufficient"
+    md = (out / "results.md").read_text()
+    assert "learning policy: the defaults but min_validation_queries = 15" in md
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["min_validation_queries"], "expected FIELD=VALUE"),
+        (["min_validaton_queries=15"], "'min_validaton_queries' is not a learning-policy field"),
+        (["max_p_value=0.05", "max_p_value=0.01"], "max_p_value is given twice"),
+    ],
+)
+def test_a_policy_override_that_names_no_field_once_is_refused(items, message):
+    with pytest.raises(InvalidInput, match=message):
+        policy_overrides(items)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("validation_fraction=1.5", "validation_fraction: Input should be less than 1"),
+        ("holdout_max_mean_harm=-1", "holdout_max_mean_harm: Input should be greater than or equal to 0"),
+        ("min_validation_queries=many", "min_validation_queries: Input should be a valid integer"),
+    ],
+)
+def test_an_out_of_bounds_policy_value_is_refused_naming_its_policy_field(item, message):
+    with pytest.raises(InvalidInput, match=message):
+        policy_from(policy_overrides([item]))
+
+
+def test_committed_results_are_never_written_under_another_policy(tmp_path):
+    argv = ["--data", str(tmp_path / "absent.json"), "--update-results", "--policy", "max_p_value=0.05"]
+    with pytest.raises(InvalidInput, match="the committed results are the default policy's"):
+        locomo_nightly.main(argv)
