@@ -20,20 +20,22 @@ OWNER = "conv-42"
 validation share every night stops at the coverage gate (20 validation groups), which names itself."""
 
 
+def _two_nights(tmp_path_factory, seeds: int, *extra: str) -> tuple[dict, str]:
+    """A 2-night run of ``OWNER`` with ``seeds`` null seeds: (its results.json, its results.md)."""
+    out = tmp_path_factory.mktemp("locomo-nightly")
+    argv = ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", str(seeds), "--out", str(out)]
+    assert locomo_nightly.main([*argv, *extra]) == 0
+    return json.loads((out / "results.json").read_text()), out
+
+
 @pytest.fixture(scope="module")
 def nightly_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("locomo-nightly")
-    code = locomo_nightly.main(
-        ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", "1", "--out", str(out)]
-    )
-    return code, out
+    return _two_nights(tmp_path_factory, 1)
 
 
 @needs_data
 def test_two_night_season_report_is_well_formed(nightly_run):
-    code, out = nightly_run
-    assert code == 0
-    report = json.loads((out / "results.json").read_text())
+    report, out = nightly_run
     check_report(report)  # raises unless every count adds up
     assert [s["owner"] for s in report["real"]] == [OWNER]
     assert [(s["owner"], s["seed"]) for s in report["null"]] == [(OWNER, 0)]
@@ -95,17 +97,12 @@ def test_check_report_catches_counts_that_do_not_add_up(nightly_run):
 def nightly_run_with_policy(tmp_path_factory):
     """conv-42's real-label season under a policy of the test's own: 15 validation groups suffice,
     so the second night (all 18) reaches the offline gate and the nightly report records it."""
-    out = tmp_path_factory.mktemp("locomo-nightly-policy")
-    argv = ["--data", str(DATA), "--owners", OWNER, "--nights", "2", "--seeds", "0", "--out", str(out)]
-    code = locomo_nightly.main([*argv, "--policy", "min_validation_queries=15"])
-    return code, out
+    return _two_nights(tmp_path_factory, 0, "--policy", "min_validation_queries=15")
 
 
 @needs_data
 def test_a_night_that_reaches_the_offline_gate_is_reported_with_its_numbers(nightly_run_with_policy):
-    code, out = nightly_run_with_policy
-    assert code == 0
-    report = json.loads((out / "results.json").read_text())
+    report, out = nightly_run_with_policy
     check_report(report)
     assert report["options"]["policy_overrides"] == {"min_validation_queries": 15}
     assert report["policy"]["min_validation_queries"] == 15
