@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.power_study import (
+    Look,
+    Season,
     check_disjoint,
     check_same_design,
+    check_seasons_config,
     design_config,
     main,
     parse_cells,
@@ -84,3 +87,13 @@ def test_the_committed_results_record_the_design_the_study_runs_today() -> None:
     from benchmarks.power_study import RESULTS
 
     check_same_design(json.loads((RESULTS / "results.json").read_text()), "results.json")
+
+
+def test_seasons_fitted_with_another_configuration_are_refused_when_loaded() -> None:
+    def season(config: dict) -> Season:
+        covered = Look(night=2, judged=80, coverage=True, offline={"config": config})
+        return Season(0.0, 100, 7, 0.0, 300, [Look(night=1, judged=40), covered], 1.0)
+
+    check_seasons_config([season(design_config())])
+    with pytest.raises(SystemExit, match="season d0.00_n100_s7: fitted with another configuration"):
+        check_seasons_config([season({**design_config(), "validation_fraction": 0.3})])
