@@ -317,7 +317,7 @@ def season_key(
     nights: int,
     limit: int,
     embedding: str,
-    policy: LearningPolicyResource | None = None,
+    policy: LearningPolicyResource,
 ) -> str:
     """What a season's outcome depends on (for ``--resume``): data, owner, labels, schedule, policy."""
     return canonical_digest(
@@ -329,7 +329,7 @@ def season_key(
             "nights": nights,
             "limit": limit,
             "embedding": embedding,
-            "policy": (policy or learning_policy()).model_dump(mode="json"),
+            "policy": policy.model_dump(mode="json"),
         }
     )
 
@@ -342,12 +342,12 @@ def run_season(
     limit: int,
     embedding: str,
     stop: StopSignals,
+    policy: LearningPolicyResource,
     progress: Any = _say,
     label: str = "",
-    policy: LearningPolicyResource | None = None,
 ) -> dict[str, Any]:
     """One owner's season: real labels (``seed`` None) or labels shuffled with ``seed``, learning
-    under ``policy`` (default: the default learning policy)."""
+    under ``policy``."""
     started = time.perf_counter()
     split = split_questions(conv)
     position = {q.index: i for i, q in enumerate(split.feedback)}
