@@ -100,6 +100,9 @@ class LearningPolicyResource(dg.ConfigurableResource):
     shrinkage_folds: int = SHRINKAGE_DEFAULTS["shrinkage_folds"]  # type: ignore[assignment]
     shrinkage_grid: list[float] = list(SHRINKAGE_DEFAULTS["shrinkage_grid"])  # type: ignore[call-overload]
     """Factors a pool proposal may be shrunk toward the identity by (ending at 1.0; ``[1.0]``: off)."""
+    shrinkage_risk_aversion: float | None = None
+    """A risk-averse choice of that factor: the inner folds' held-out NDCG less this multiple of
+    their held-out harm (0 to 10; unset: the best held-out NDCG alone)."""
     proposal_check: str = PROPOSAL_DEFAULTS["proposal_check"]
     """What the offline gate asks of the proposal's own validation gain: ``interval`` (its bootstrap
     interval reaches 0) or ``mean`` (its mean is not negative)."""

@@ -17,13 +17,20 @@ from tests.learning_lab import LAB_OWNER, LAB_SCOPES
 LAB_PARTITION = encode_target(LAB_OWNER, LAB_SCOPES)
 
 
-def run_lab(url: str, instance: dg.DagsterInstance, assets: Iterable = (*LEARNING_ASSETS, *GATES), **kw: Any):
-    """Materialize ``assets`` (default: the pipeline and its gates) for the lab's partition, errors kept in the result."""
+def run_lab(
+    url: str,
+    instance: dg.DagsterInstance,
+    assets: Iterable = (*LEARNING_ASSETS, *GATES),
+    resources: dict | None = None,
+    **kw: Any,
+):
+    """Materialize ``assets`` (default: the pipeline and its gates) for the lab's partition with
+    ``resources`` (default: the lab's), errors kept in the result."""
     return dg.materialize(
         list(assets),
         partition_key=LAB_PARTITION,
         instance=instance,
-        resources=lab_resources(url),
+        resources=resources or lab_resources(url),
         raise_on_error=False,
         **kw,
     )

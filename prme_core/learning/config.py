@@ -68,6 +68,8 @@ SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.5, 0.75, 1.0)}
 factors a pool proposal is shrunk toward the identity by, and the inner folds that choose one
 (``pool_fit.shrunk_search``). A report without them was fitted without shrinkage."""
 MAX_SHRINKAGE_FACTORS = 21
+MAX_RISK_AVERSION = 10.0
+"""Upper bound of ``shrinkage_risk_aversion`` (losses counted up to 11 times the gains)."""
 
 
 class LearningConfig(EvolvingModel):
@@ -124,6 +126,12 @@ class LearningConfig(EvolvingModel):
     """Pool fits: the factors the proposal (and each cross-fitting fold's) may be shrunk toward the
     identity by, increasing, in [0, 1], ending at 1 (the unshrunk search). ``[1.0]`` turns
     shrinkage off (the search's point, no inner fits)."""
+    shrinkage_risk_aversion: Annotated[float, Field(ge=0.0, le=MAX_RISK_AVERSION)] | None = None
+    """Pool fits: a risk-averse choice of the shrinkage factor. The inner folds also measure each
+    factor's held-out harm (the judged NDCG the groups that lose give up against the identity,
+    over all the groups), and the factor with the best held-out NDCG *less this multiple of its
+    harm* wins: a unit a group loses counts 1 + this much, a unit gained once. None: the best
+    held-out NDCG alone (risk-neutral, what reports before the field chose by)."""
 
     proposal_check: ProposalCheck | None = None
     """Version 3: what the offline gate asks of the proposal's own validation gain (``ProposalCheck``;

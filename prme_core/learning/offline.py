@@ -275,6 +275,7 @@ def _pool_fit(prepared: Prepared) -> _Fitted:
                 objective_for,
                 grid=grid,
                 folds=cfg.shrinkage_folds,  # type: ignore[arg-type]
+                risk_aversion=cfg.shrinkage_risk_aversion,
                 **kw,  # type: ignore[arg-type]
             )
         else:  # the alternative, or shrinkage off (a one-value grid is [1.0]: the search's own point)
@@ -479,7 +480,12 @@ def _report(prepared: Prepared, common: dict[str, Any], fitted: _Fitted) -> Lear
 def _shrinkage_record(choice: ShrinkageChoice | None) -> ProposalShrinkage | None:
     if choice is None:
         return None
-    return ProposalShrinkage(factor=choice.factor, inner_ndcg=choice.inner_ndcg, kept_identity=choice.kept_identity)
+    return ProposalShrinkage(
+        factor=choice.factor,
+        inner_ndcg=choice.inner_ndcg,
+        kept_identity=choice.kept_identity,
+        inner_harm=choice.inner_harm,
+    )
 
 
 def evaluate_learning(

@@ -39,6 +39,13 @@ groups wins, ties going to the smaller λ. The search's noise moves — paramete
 groups happen to reward — cost held-out groups more than they gain, so the shrunk proposal
 changes fewer rankings for nothing; where the shrunk point does worse on the training objective
 than the identity, the identity is kept.
+
+A risk-averse choice (``risk_aversion`` α, the config's ``shrinkage_risk_aversion``) also measures,
+on the same held-out inner folds, each λ's harm — the judged NDCG the groups that lose give up
+against the identity, averaged over all the groups — and ranks the λ by held-out NDCG − α × harm:
+a unit of NDCG a group loses counts 1 + α times, a unit gained once (the risk-sensitive utility
+of search evaluation). A learner whose extra gain at a larger λ is bought with as much churn
+takes the smaller λ; the searches, and so the NDCG evidence, are the risk-neutral choice's.
 """
 
 from __future__ import annotations
@@ -209,6 +216,10 @@ class ShrinkageChoice:
     for inner folds, or a one-value grid — the grid's smallest factor is taken)."""
     kept_identity: bool
     """The shrunk point did worse than the identity on the training objective; the identity is kept."""
+    inner_harm: tuple[float, ...] = ()
+    """Per grid factor, the held-out harm over the inner folds — the mean over all the groups of the
+    judged NDCG a group lost against the identity (0 for a group that did not lose) — when the
+    choice was risk-averse (``risk_aversion``); empty otherwise."""
 
 
 def shrink(p: Parameters, base_interactions: tuple[float, ...], factor: float) -> Parameters:
@@ -221,17 +232,41 @@ def shrink(p: Parameters, base_interactions: tuple[float, ...], factor: float) -
 
 def judged_ndcg(objective: PoolObjective, p: Parameters) -> float:
     """Mean judged NDCG@k of the objective's groups under ``p``: true NDCG, no margin, no penalty."""
+    return objective.group_mean(_judged_ndcg_per_request(objective, p))
+
+
+def _judged_ndcg_per_request(objective: PoolObjective, p: Parameters) -> np.ndarray:
     ranking = objective.pools.rank(p.adjustment())
     ndcg, _ = objective.pools.judged_metrics(ranking, objective.k)
-    return objective.group_mean(ndcg)
+    return ndcg
 
 
-def choose_factor(grid: Sequence[float], inner_ndcg: Sequence[float]) -> float:
-    """The grid factor with the best held-out NDCG (ties: the smaller factor); no evidence: the smallest."""
+def group_harm(objective: PoolObjective, p: Parameters, at_identity: np.ndarray) -> float:
+    """Total judged NDCG@k the objective's groups lose under ``p`` against the identity's per-request
+    NDCG ``at_identity`` (a group's value is the mean over its requests; groups that gain count 0)."""
+    per_group = np.bincount(
+        objective.request_group, _judged_ndcg_per_request(objective, p) - at_identity, minlength=objective.groups
+    )
+    return math.fsum(np.maximum(0.0, -per_group / objective.requests_per_group).tolist())
+
+
+def choose_factor(
+    grid: Sequence[float],
+    inner_ndcg: Sequence[float],
+    inner_harm: Sequence[float] = (),
+    risk_aversion: float = 0.0,
+) -> float:
+    """The grid factor with the best held-out score (ties: the smaller factor); no evidence: the
+    smallest. The score is the held-out NDCG less ``risk_aversion`` × the held-out harm (with
+    harm measured; else the NDCG alone): a risk-averse choice counts every unit of NDCG a group
+    loses 1 + ``risk_aversion`` times, every unit gained once."""
     if not inner_ndcg:
         return min(grid)
-    best = max(inner_ndcg)
-    return min(f for f, v in zip(grid, inner_ndcg, strict=True) if v == best)
+    scores = list(inner_ndcg)
+    if inner_harm:
+        scores = [v - risk_aversion * h for v, h in zip(inner_ndcg, inner_harm, strict=True)]
+    best = max(scores)
+    return min(f for f, v in zip(grid, scores, strict=True) if v == best)
 
 
 def inner_folds(groups: int, folds: int, seed: int) -> np.ndarray:
@@ -257,6 +292,7 @@ def shrunk_search(
     passes_per_step: int,
     grid: Sequence[float],
     folds: int,
+    risk_aversion: float | None = None,
 ) -> tuple[SearchResult, ShrinkageChoice]:
     """``search`` over ``requests``, its point shrunk toward the identity by the factor inner
     cross-validation over these groups chooses (see the module docstring). Reads nothing but
@@ -268,29 +304,37 @@ def shrunk_search(
     groups = objective.groups
     inner = min(folds, groups)
     scores: list[float] = []
+    harms: list[float] = []
+    averse = risk_aversion is not None
     if len(grid) > 1 and inner >= 2:
         fold = inner_folds(groups, inner, seed)[request_group]
-        totals = [0.0] * len(grid)
+        totals, lost = [0.0] * len(grid), [0.0] * len(grid)
+        at_identity = identity(family, objective.base_interactions)
         for k in range(inner):
             fit_rows, test_rows = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
             fit_objective = objective_for(*_subset(requests, request_group, fit_rows))
             test_objective = objective_for(*_subset(requests, request_group, test_rows))
             point = search(fit_objective, **kw).parameters  # type: ignore[arg-type]
             evaluations += fit_objective.evaluations
+            base = _judged_ndcg_per_request(test_objective, at_identity) if averse else None
             for j, factor in enumerate(grid):
-                value = judged_ndcg(test_objective, shrink(point, objective.base_interactions, factor))
-                totals[j] += test_objective.groups * value
+                shrunk = shrink(point, objective.base_interactions, factor)
+                totals[j] += test_objective.groups * judged_ndcg(test_objective, shrunk)
+                if base is not None:
+                    lost[j] += group_harm(test_objective, shrunk, base)
         scores = [t / groups for t in totals]
-    factor = choose_factor(grid, scores)
+        harms = [h / groups for h in lost] if averse else []
+    factor = choose_factor(grid, scores, harms, risk_aversion or 0.0)
+    choice = ShrinkageChoice(factor, tuple(scores), False, tuple(harms))
     if factor == 1.0:  # the search's own point, bit for bit
-        return dataclasses.replace(found, evaluations=evaluations), ShrinkageChoice(factor, tuple(scores), False)
+        return dataclasses.replace(found, evaluations=evaluations), choice
     point = shrink(found.parameters, objective.base_interactions, factor)
     value = objective.value(point)
     kept_identity = value < found.value_at_identity
     if kept_identity:
         point, value = identity(family, objective.base_interactions), found.value_at_identity
     result = SearchResult(point, found.value_at_identity, value, evaluations + 1)
-    return result, ShrinkageChoice(factor, tuple(scores), kept_identity)
+    return result, dataclasses.replace(choice, kept_identity=kept_identity)
 
 
 def _subset(requests: Sequence[PoolRequest], request_group: np.ndarray, rows: np.ndarray) -> tuple[PoolSet, np.ndarray]:

@@ -72,11 +72,13 @@ class ProposalShrinkage(FrozenModel):
     """How far a pool proposal was pulled toward the identity (``pool_fit.shrunk_search``): the
     factor chosen from ``config.shrinkage_grid``, each factor's mean held-out judged NDCG over
     inner folds of the fit's own training groups, and whether the identity was kept because
-    the shrunk point did worse on the training objective."""
+    the shrunk point did worse on the training objective; with ``config.shrinkage_risk_aversion``,
+    each factor's held-out harm too (what the risk-averse choice subtracted)."""
 
     factor: float = Field(ge=0.0, le=1.0)
     inner_ndcg: tuple[float, ...] = ()
     kept_identity: bool = False
+    inner_harm: tuple[float, ...] = ()
 
 
 class LearningCoverage(FrozenModel):
@@ -429,13 +431,20 @@ class LearningEvaluation(EvolvingModel):
             raise ValueError("a pool fit with a shrinkage grid records how it shrank the proposal and each fold's")
         if len(self.crossfit_shrinkage) != self.config.crossfit_folds:
             raise ValueError("a report records one shrinkage choice per cross-fitting fold")
+        aversion = self.config.shrinkage_risk_aversion
         for choice in (self.shrinkage, *self.crossfit_shrinkage):
             if choice.inner_ndcg and len(choice.inner_ndcg) != len(grid):
                 raise ValueError(f"inner-fold NDCG is recorded for each of the {len(grid)} shrinkage factors")
-            if choice.factor != choose_factor(grid, choice.inner_ndcg):
+            if len(choice.inner_harm) != (len(choice.inner_ndcg) if aversion is not None else 0):
+                raise ValueError(
+                    "inner-fold harm is recorded for each shrinkage factor exactly when the choice is "
+                    "risk-averse (config.shrinkage_risk_aversion) and the inner folds ran"
+                )
+            if choice.factor != choose_factor(grid, choice.inner_ndcg, choice.inner_harm, aversion or 0.0):
                 raise ValueError(
                     f"shrinkage factor {choice.factor} is not the one its inner folds choose "
-                    "(the best held-out NDCG, ties to the smaller factor; no evidence: the smallest)"
+                    "(the best held-out NDCG less the risk aversion times the held-out harm, ties to the "
+                    "smaller factor; no evidence: the smallest)"
                 )
 
     def _check_insufficient(self, enough: bool) -> None:

@@ -137,6 +137,10 @@ def shrinkage_facts(proposal: LearningEvaluation) -> dict[str, Any]:
         "shrinkage_factor": None if chosen is None else chosen.factor,
         "shrinkage_inner_ndcg": None if chosen is None else [round(v, 6) for v in chosen.inner_ndcg],
         "shrinkage_kept_identity": None if chosen is None else chosen.kept_identity,
+        "shrinkage_risk_aversion": cfg.shrinkage_risk_aversion,
+        "shrinkage_inner_harm": None
+        if chosen is None or not chosen.inner_harm
+        else [round(v, 6) for v in chosen.inner_harm],
         "crossfit_shrinkage_factors": None
         if proposal.crossfit_shrinkage is None
         else [c.factor for c in proposal.crossfit_shrinkage],

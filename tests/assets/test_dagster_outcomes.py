@@ -12,8 +12,10 @@ from prme_assets.checks import GATE_CHECKS
 from prme_assets.definitions import LEARNING_ASSETS
 from prme_assets.outcome import PREFIX, RUN_TAG_KEYS, run_outcome
 from prme_assets.partitions import encode_target
+from prme_assets.resources import LearningPolicyResource
 from prme_core import MemoryClient
-from tests.dagster_jobs import lab_resources
+from prme_core.learning.pool_fit import choose_factor
+from tests.dagster_jobs import SMALL_LAB_POLICY, lab_resources
 from tests.lab_runs import check_evaluation, materialized, plant_replay_mismatches, run_lab
 from tests.learning_lab import TOPICS, make_lab, write_during_holdout
 
@@ -117,7 +119,25 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     assert (json.loads(meta["shrinkage_grid"]), meta["shrinkage_folds"]) == (grid, 3)
     assert meta["shrinkage_factor"] in grid and len(json.loads(meta["shrinkage_inner_ndcg"])) == len(grid)
     assert len(folds) == 3 and set(folds) <= set(grid)
+    assert (meta["shrinkage_risk_aversion"], meta["shrinkage_inner_harm"]) == ("—", "—")  # risk-neutral: none
     assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
+
+
+def test_a_risk_averse_policy_shows_each_shrinkage_factors_inner_harm_on_the_offline_check(lab_url, instance):
+    make_lab(lab_url, signal="mixed")
+    resources = {
+        **lab_resources(lab_url),
+        "learning_policy": LearningPolicyResource(**SMALL_LAB_POLICY, shrinkage_risk_aversion=1.0),
+    }
+    result = run_lab(lab_url, instance, resources=resources)
+    assert result.success
+    _, meta = check_evaluation(result, "offline_gate_passed")
+    grid, harm = json.loads(meta["shrinkage_grid"]), json.loads(meta["shrinkage_inner_harm"])
+    ndcg = json.loads(meta["shrinkage_inner_ndcg"])
+    assert meta["shrinkage_risk_aversion"] == 1.0 and len(harm) == len(ndcg) == len(grid)
+    assert all(h >= 0 for h in harm)
+    # the factor the check shows is the one the risk-adjusted held-out score picks
+    assert meta["shrinkage_factor"] == choose_factor(grid, ndcg, harm, 1.0)
 
 
 def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(lab_url, instance):

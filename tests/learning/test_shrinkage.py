@@ -45,6 +45,27 @@ def test_the_best_held_out_factor_wins_and_ties_go_toward_the_identity():
     assert choose_factor((1.0,), []) == 1.0  # shrinkage off
 
 
+def test_a_risk_averse_choice_counts_each_unit_lost_one_plus_the_aversion_times():
+    # held-out NDCG rises with the factor, and so does the harm of the groups that lose
+    ndcg, harm = [0.600, 0.602, 0.605], [0.010, 0.020, 0.035]
+    assert choose_factor(GRID, ndcg) == 1.0  # risk-neutral: the best NDCG
+    assert choose_factor(GRID, ndcg, harm, 0.0) == 1.0  # no aversion: the same choice
+    assert choose_factor(GRID, ndcg, harm, 0.1) == 1.0  # 0.6035 > 0.6000 > 0.5990
+    assert choose_factor(GRID, ndcg, harm, 1.0) == 0.5  # 0.590 > 0.582 > 0.570
+    # a gain that outweighs its harm is still taken
+    assert choose_factor(GRID, [0.60, 0.63, 0.66], [0.010, 0.015, 0.020], 1.0) == 1.0
+    # ties of the risk-adjusted score go toward the identity, as ever
+    assert choose_factor(GRID, [0.60, 0.61, 0.62], [0.0, 0.01, 0.02], 1.0) == 0.5
+    assert choose_factor(GRID, [], [], 1.0) == 0.5  # no inner evidence: the smallest factor
+
+
+@pytest.mark.parametrize("aversion", [-0.5, 10.5])
+def test_a_risk_aversion_out_of_bounds_is_refused_naming_the_field_and_the_bound(aversion):
+    with pytest.raises(ValidationError, match="shrinkage_risk_aversion") as caught:
+        LearningConfig(shrinkage_risk_aversion=aversion)
+    assert ("greater than or equal to 0" if aversion < 0 else "less than or equal to 10") in str(caught.value)
+
+
 def test_inner_folds_are_seeded_balanced_and_deterministic():
     folds = inner_folds(20, 3, seed=42)
     assert sorted(np.bincount(folds).tolist()) == [6, 7, 7]
@@ -155,6 +176,31 @@ def test_a_report_records_each_choice_and_refuses_one_its_inner_folds_did_not_ma
         ({**data, "shrinkage": None}, "records how it shrank"),
         ({**data, "crossfit_shrinkage": folds[:2]}, "one shrinkage choice per cross-fitting fold"),
         ({**data, "config": {**data["config"], "shrinkage_folds": None}}, "both shrinkage fields or neither"),
+    ]
+    for bad, message in tampered:
+        with pytest.raises(ValidationError, match=message):
+            LearningEvaluation.model_validate(bad)
+
+
+def test_a_risk_averse_report_records_each_factors_harm_and_refuses_a_choice_its_harm_did_not_make(
+    world_120, report_120
+):
+    averse = evaluate_prepared(_prepared(*world_120, LearningConfig(shrinkage_risk_aversion=1.0)))
+    for choice in (averse.shrinkage, *averse.crossfit_shrinkage):
+        assert len(choice.inner_harm) == len(GRID) and all(h >= 0.0 for h in choice.inner_harm)
+        assert choice.factor == choose_factor(GRID, choice.inner_ndcg, choice.inner_harm, 1.0)
+    # the same inner searches: the NDCG evidence is the risk-neutral report's, only the choice may differ
+    assert averse.shrinkage.inner_ndcg == report_120.shrinkage.inner_ndcg
+    assert report_120.shrinkage.inner_harm == () and report_120.config.shrinkage_risk_aversion is None
+    data = averse.model_dump(mode="json")
+    assert data["config"]["shrinkage_risk_aversion"] == 1.0
+    assert LearningEvaluation.model_validate(data) == averse
+    other = next(j for j, f in enumerate(GRID) if f != averse.shrinkage.factor)
+    favours_other = [h + (0.0 if j == other else 1.0) for j, h in enumerate(averse.shrinkage.inner_harm)]
+    tampered = [
+        ({**data, "shrinkage": {**data["shrinkage"], "inner_harm": []}}, "harm is recorded for each shrinkage factor"),
+        ({**data, "config": {**data["config"], "shrinkage_risk_aversion": None}}, "harm is recorded"),
+        ({**data, "shrinkage": {**data["shrinkage"], "inner_harm": favours_other}}, "less the risk aversion"),
     ]
     for bad, message in tampered:
         with pytest.raises(ValidationError, match=message):
