@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from typing import Any
 
 import dagster as dg
 import numpy as np
+from pydantic import ValidationError
 
 for _category in (dg.PreviewWarning, dg.BetaWarning):  # partitioned checks are "preview" in Dagster 1.13
     warnings.filterwarnings("ignore", category=_category)
@@ -66,7 +68,7 @@ from prme_assets.demo.data import find_locomo_data
 from prme_assets.evidence_io import MODELS, EvidenceIOManager, artifact_target
 from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import LEARNING_TARGETS, decode_target, encode_target
-from prme_assets.resources import LearningPolicyResource, PrmeStoreResource
+from prme_assets.resources import HOLDOUT_FIELDS, LearningPolicyResource, PrmeStoreResource
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
     load_conversation,
@@ -143,8 +145,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="store every conversation under ONE owner and scope (a tenant-sized owner: every turn is a "
         "candidate for every question) and run the same loop on it; results in benchmarks/results/locomo-tenant",
     )
+    add_policy_option(parser)
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     return parser
+
+
+def add_policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one field of the default learning policy (repeatable; the value is JSON or a bare string), "
+        "e.g. shrinkage_risk_aversion=1; not with --update-results",
+    )
+
+
+def run_policy(options: argparse.Namespace) -> tuple[dict[str, Any], LearningPolicyResource]:
+    """The run's ``--policy`` overrides and the policy they make, checked before anything runs;
+    the committed results are the default policy's, so ``--update-results`` refuses overrides."""
+    overrides = policy_overrides(options.policy)
+    if overrides and options.update_results:
+        raise InvalidInput(
+            "--policy", "the committed results are the default policy's; write a run with overrides to --out"
+        )
+    return overrides, policy_from(overrides)
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -228,6 +253,45 @@ def _resources(store_url: str, embedding: str, policy: LearningPolicyResource | 
         "evidence_io": EvidenceIOManager(store_url=store_url),
         "learning_policy": policy or learning_policy(),
     }
+
+
+def policy_overrides(items: list[str]) -> dict[str, Any]:
+    """``--policy FIELD=VALUE`` items as the overrides they name, each field checked against
+    ``LearningPolicyResource`` (a value that is not JSON is taken as a string)."""
+    fields = LearningPolicyResource.model_fields
+    overrides: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidInput("--policy", f"expected FIELD=VALUE, got {item!r}")
+        if name not in fields:
+            raise InvalidInput(
+                "--policy", f"{name!r} is not a learning-policy field; one of {', '.join(sorted(fields))}"
+            )
+        if name in overrides:
+            raise InvalidInput("--policy", f"{name} is given twice")
+        try:
+            overrides[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[name] = raw
+    return overrides
+
+
+def policy_from(overrides: dict[str, Any]) -> LearningPolicyResource:
+    """The learning policy with ``overrides``, its learning and holdout configurations validated
+    now (an out-of-bounds value fails before any season runs, naming its field)."""
+    policy_field: dict[str, str] = {}  # the policy's name of a field an error names (the holdout's differ)
+    try:
+        policy = LearningPolicyResource(**overrides) if overrides else learning_policy()
+        policy.learning_config()
+        policy_field = HOLDOUT_FIELDS
+        policy.holdout_config()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(policy_field.get(part, part)) for part in first["loc"]) or "policy"
+        raise InvalidInput("--policy", f"{where}: {first['msg']}") from None
+    return policy
 
 
 def _stored_artifact(store_url: str, owner: str, asset: str, partition: str, run_id: str) -> Any | None:
@@ -316,11 +380,18 @@ def learn_partition(
 
 
 def run_owner(
-    conv: Any, *, store_url: str, embedding: str, instance: Any, options: argparse.Namespace, stop: StopSignals
+    conv: Any,
+    *,
+    store_url: str,
+    embedding: str,
+    instance: Any,
+    options: argparse.Namespace,
+    stop: StopSignals,
+    policy: LearningPolicyResource,
 ) -> tuple[Any, dict]:
     started = time.perf_counter()
     owner, scopes = conv.sample_id, [LOCOMO_SCOPE]
-    resources = _resources(store_url, embedding)
+    resources = _resources(store_url, embedding, policy)
     policy = resources["learning_policy"]
     learning_cfg, holdout_cfg = policy.learning_config(), policy.holdout_config()
     embedder = embedder_named(embedding)
@@ -548,6 +619,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
         with StopSignals() as own:
             return run(options, own)
     warnings.filterwarnings("ignore")
+    overrides, policy = run_policy(options)
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.conversations.split(",") if s.strip()] if options.conversations else None
     conversations = read_locomo(path, wanted)
@@ -575,7 +647,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
         for i, conv in enumerate(conversations, 1):
             _say(f"  [{i}/{len(conversations)}] {conv.sample_id}: load, judge, learn through Dagster, compare …")
             row, per_group = run_owner(
-                conv, store_url=store_url, embedding=used, instance=instance, options=options, stop=stop
+                conv, store_url=store_url, embedding=used, instance=instance, options=options, stop=stop, policy=policy
             )
             rows.append(row)
             groups.append(per_group)
@@ -600,8 +672,9 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> Any:
             "holdout_k": HOLDOUT_K,
             "conversations": wanted,
             "tenant": bool(getattr(options, "tenant", False)),
+            "policy_overrides": overrides,
         },
-        policy=learning_policy().model_dump(),
+        policy=policy.model_dump(),
         owners=tuple(rows),
         total=total,
         seconds_total=time.perf_counter() - started,

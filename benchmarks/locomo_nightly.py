@@ -41,16 +41,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from benchmarks.common import add_output_options
 from benchmarks.locomo_learning import (
     _resources,
     _stored_artifact,
+    add_policy_option,
     choose_embedding,
     embedder_named,
     learn_partition,
-    learning_policy,
+    run_policy,
     store_url_for,
     temporary_instance,
 )
@@ -60,7 +59,7 @@ from prme_assets.cli import run_guarded
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import encode_target
-from prme_assets.resources import HOLDOUT_FIELDS, LearningPolicyResource
+from prme_assets.resources import LearningPolicyResource
 from prme_core.canonical import canonical_digest
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
@@ -100,14 +99,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--limit", type=int, default=DEFAULT_LIMIT, help=f"results per retrieval (default {DEFAULT_LIMIT})"
     )
     parser.add_argument("--no-real", action="store_true", help="skip the real-label seasons (null control only)")
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override one field of the default learning policy (repeatable; the value is JSON or a bare string), "
-        "e.g. min_validation_queries=15; not with --update-results",
-    )
+    add_policy_option(parser)
     add_output_options(parser, scratch=SCRATCH_OUT, committed=f"benchmarks/results/{COMMITTED_OUT.name}")
     parser.add_argument(
         "--resume",
@@ -150,45 +142,6 @@ def _gain(value: float | None) -> str:
 
 def _interval(pair: Any) -> str:
     return "" if not pair else f" [{pair[0]:+.3f}, {pair[1]:+.3f}]"
-
-
-def policy_overrides(items: list[str]) -> dict[str, Any]:
-    """``--policy FIELD=VALUE`` items as the overrides they name, each field checked against
-    ``LearningPolicyResource`` (a value that is not JSON is taken as a string)."""
-    fields = LearningPolicyResource.model_fields
-    overrides: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise InvalidInput("--policy", f"expected FIELD=VALUE, got {item!r}")
-        if name not in fields:
-            raise InvalidInput(
-                "--policy", f"{name!r} is not a learning-policy field; one of {', '.join(sorted(fields))}"
-            )
-        if name in overrides:
-            raise InvalidInput("--policy", f"{name} is given twice")
-        try:
-            overrides[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[name] = raw
-    return overrides
-
-
-def policy_from(overrides: dict[str, Any]) -> LearningPolicyResource:
-    """The learning policy with ``overrides``, its learning and holdout configurations validated
-    now (an out-of-bounds value fails before any season runs, naming its field)."""
-    policy_field: dict[str, str] = {}  # the policy's name of a field an error names (the holdout's differ)
-    try:
-        policy = LearningPolicyResource(**overrides) if overrides else learning_policy()
-        policy.learning_config()
-        policy_field = HOLDOUT_FIELDS
-        policy.holdout_config()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(policy_field.get(part, part)) for part in first["loc"]) or "policy"
-        raise InvalidInput("--policy", f"{where}: {first['msg']}") from None
-    return policy
 
 
 # --- one night ----------------------------------------------------------------------------------
@@ -801,12 +754,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             return run(options, own)
     if options.rewrite:
         return rewrite(output_dir(options))
-    overrides = policy_overrides(options.policy)
-    if overrides and options.update_results:
-        raise InvalidInput(
-            "--policy", "the committed results are the default policy's; write a run with overrides to --out"
-        )
-    policy = policy_from(overrides)
+    overrides, policy = run_policy(options)
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
     conversations = read_locomo(path, wanted)

@@ -17,6 +17,7 @@ from prme_core.datasets.locomo import (
     record_feedback,
     split_questions,
 )
+from prme_core.errors import InvalidInput
 from prme_core.learning.snapshot import cut_snapshot
 from tests.locomo_data import DATA, needs_data
 
@@ -223,3 +224,26 @@ def test_the_family_oracle_keeps_unity_when_an_owner_has_nothing_to_choose_on():
     found = family_oracle([], k=10, seed=7, apply_to=[])
     assert found["chosen_on"] == 0 and found["ndcg"] is None and found["rankings"] == []
     assert set(found["multipliers"].values()) == {1.0} and "unity" in found["status"]
+
+
+@needs_data
+def test_a_policy_override_reaches_the_run_and_is_named_in_its_report(tmp_path):
+    code = locomo_learning.main(
+        ["--data", str(DATA), "--conversations", "conv-30", "--null-seeds", "0", "--limit", "20"]
+        + ["--policy", "shrinkage_risk_aversion=1", "--out", str(tmp_path), "--no-chart"]
+    )
+    report = load_report(tmp_path / "results.json")
+    assert code == 0 and report.options["policy_overrides"] == {"shrinkage_risk_aversion": 1}
+    assert report.policy["shrinkage_risk_aversion"] == 1.0
+    assert "NON-DEFAULT" in (tmp_path / "results.md").read_text()
+    (owner,) = report.owners
+    assert owner.offline.fit_path == "pool"
+
+
+def test_a_policy_override_is_refused_with_update_results_and_out_of_bounds_before_any_run():
+    with pytest.raises(InvalidInput, match="the committed results are the default policy's"):
+        locomo_learning.main(["--policy", "shrinkage_risk_aversion=1", "--update-results", "--data", "/nonexistent"])
+    with pytest.raises(InvalidInput, match="shrinkage_risk_aversion: Input should be less than or equal to 10"):
+        locomo_learning.main(
+            ["--policy", "shrinkage_risk_aversion=11", "--out", "/nonexistent", "--data", "/nonexistent"]
+        )

@@ -8,7 +8,8 @@ from uuid import UUID
 import pytest
 
 from benchmarks import locomo_nightly
-from benchmarks.locomo_nightly import check_report, policy_from, policy_overrides, split_nights
+from benchmarks.locomo_learning import policy_from, policy_overrides
+from benchmarks.locomo_nightly import check_report, split_nights
 from benchmarks.locomo_null import shuffled_labels
 from benchmarks.locomo_report import GATE_NAMES
 from prme_core.datasets.locomo import Question
