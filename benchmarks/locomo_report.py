@@ -674,6 +674,15 @@ def _default_policy() -> dict[str, Any]:
     return LearningPolicyResource().model_dump()
 
 
+def _policy_kind(policy: dict[str, Any]) -> str:
+    """ "the default", or "a NON-DEFAULT" naming each field that differs from the default's value."""
+    default = _default_policy()
+    differs = {k: v for k, v in policy.items() if default.get(k) != v}
+    if not differs:
+        return "the default"
+    return "a NON-DEFAULT (" + ", ".join(f"{k}={v}" for k, v in sorted(differs.items())) + ")"
+
+
 def method_section(report: BenchmarkReport) -> list[str]:
     o = report.options
     return [
@@ -692,7 +701,7 @@ def method_section(report: BenchmarkReport) -> list[str]:
         "full_retrieval_holdout → candidate_profile` with all seven blocking gates on a temporary instance "
         "(`dg.instance_for_test()`), and `activation_request` + `activate_profile_job` run when it returns a "
         "run request. The learning policy is "
-        + ("the default" if report.policy == _default_policy() else "a NON-DEFAULT")
+        + _policy_kind(report.policy)
         + " `LearningPolicyResource` ("
         + ", ".join(
             f"{k}={v}"

@@ -127,7 +127,11 @@ def _checksum(receipt) -> str:
     return hashlib.sha256(receipt_bytes(receipt)).hexdigest()
 
 
-def run_season(delta: float, n: int, seed: int, beta: float, config: LearningConfig | None = None) -> Season:
+def run_season(
+    delta: float, n: int, seed: int, beta: float, config: LearningConfig | None = None, nights: int = NIGHTS
+) -> Season:
+    """One owner-season: n judged queries over ``nights`` nights (1: a single look at all n, the
+    same draws as a season's last night), the proposal stage and its holdout every night."""
     started = time.perf_counter()
     tag = f"power:{delta}:{n}:{seed}"
     rng = np.random.default_rng([int(delta * 1e4), n, seed])
@@ -151,8 +155,8 @@ def run_season(delta: float, n: int, seed: int, beta: float, config: LearningCon
     planted = world.planted_profile(beta)
     config = config or STUDY_CONFIG
     looks = []
-    for night in range(1, NIGHTS + 1):
-        m = math.ceil(n * night / NIGHTS)
+    for night in range(1, nights + 1):
+        m = math.ceil(n * night / nights)
         look = Look(night=night, judged=m)
         snapshot = snapshot_from_receipts(world.OWNER, receipts[:m], records[:m])
         prepared = prepare(snapshot, owner=world.OWNER, scopes=list(world.SCOPES), config=config)
