@@ -79,7 +79,13 @@ class LearningConfig(EvolvingModel):
     None (a version-1 report never records them) and a new report records them resolved
     (``POOL_DEFAULTS``), so every value that shaped a proposal is in it."""
 
-    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (*POOL_DEFAULTS, *V3_DEFAULTS, *SHRINKAGE_DEFAULTS, *PROPOSAL_DEFAULTS)
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = (
+        *POOL_DEFAULTS,
+        *V3_DEFAULTS,
+        *SHRINKAGE_DEFAULTS,
+        *PROPOSAL_DEFAULTS,
+        "shrinkage_risk_aversion",
+    )
 
     seed: int = DEFAULT_SEED
     validation_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = DEFAULT_VALIDATION_FRACTION

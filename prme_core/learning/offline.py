@@ -484,7 +484,7 @@ def _shrinkage_record(choice: ShrinkageChoice | None) -> ProposalShrinkage | Non
         factor=choice.factor,
         inner_ndcg=choice.inner_ndcg,
         kept_identity=choice.kept_identity,
-        inner_harm=choice.inner_harm,
+        inner_harm=choice.inner_harm or None,
     )
 
 

@@ -68,7 +68,7 @@ class CrossFitResult(FrozenModel):
     candidate_ndcg: float = Field(ge=0.0, le=1.0)
 
 
-class ProposalShrinkage(FrozenModel):
+class ProposalShrinkage(EvolvingModel):
     """How far a pool proposal was pulled toward the identity (``pool_fit.shrunk_search``): the
     factor chosen from ``config.shrinkage_grid``, each factor's mean held-out judged NDCG over
     inner folds of the fit's own training groups, and whether the identity was kept because
@@ -78,7 +78,11 @@ class ProposalShrinkage(FrozenModel):
     factor: float = Field(ge=0.0, le=1.0)
     inner_ndcg: tuple[float, ...] = ()
     kept_identity: bool = False
-    inner_harm: tuple[float, ...] = ()
+    inner_harm: tuple[float, ...] | None = None
+    """Per grid factor, the inner folds' held-out harm (risk-averse choices only; absent otherwise,
+    so a report written before the field keeps its bytes)."""
+
+    ADDED_FIELDS: ClassVar[tuple[str, ...]] = ("inner_harm",)
 
 
 class LearningCoverage(FrozenModel):
@@ -435,12 +439,13 @@ class LearningEvaluation(EvolvingModel):
         for choice in (self.shrinkage, *self.crossfit_shrinkage):
             if choice.inner_ndcg and len(choice.inner_ndcg) != len(grid):
                 raise ValueError(f"inner-fold NDCG is recorded for each of the {len(grid)} shrinkage factors")
-            if len(choice.inner_harm) != (len(choice.inner_ndcg) if aversion is not None else 0):
+            harm = choice.inner_harm or ()
+            if len(harm) != (len(choice.inner_ndcg) if aversion is not None else 0):
                 raise ValueError(
                     "inner-fold harm is recorded for each shrinkage factor exactly when the choice is "
                     "risk-averse (config.shrinkage_risk_aversion) and the inner folds ran"
                 )
-            if choice.factor != choose_factor(grid, choice.inner_ndcg, choice.inner_harm, aversion or 0.0):
+            if choice.factor != choose_factor(grid, choice.inner_ndcg, harm, aversion or 0.0):
                 raise ValueError(
                     f"shrinkage factor {choice.factor} is not the one its inner folds choose "
                     "(the best held-out NDCG less the risk aversion times the held-out harm, ties to the "

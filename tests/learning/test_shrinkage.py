@@ -191,7 +191,7 @@ def test_a_risk_averse_report_records_each_factors_harm_and_refuses_a_choice_its
         assert choice.factor == choose_factor(GRID, choice.inner_ndcg, choice.inner_harm, 1.0)
     # the same inner searches: the NDCG evidence is the risk-neutral report's, only the choice may differ
     assert averse.shrinkage.inner_ndcg == report_120.shrinkage.inner_ndcg
-    assert report_120.shrinkage.inner_harm == () and report_120.config.shrinkage_risk_aversion is None
+    assert report_120.shrinkage.inner_harm is None and report_120.config.shrinkage_risk_aversion is None
     data = averse.model_dump(mode="json")
     assert data["config"]["shrinkage_risk_aversion"] == 1.0
     assert LearningEvaluation.model_validate(data) == averse
@@ -205,6 +205,13 @@ def test_a_risk_averse_report_records_each_factors_harm_and_refuses_a_choice_its
     for bad, message in tampered:
         with pytest.raises(ValidationError, match=message):
             LearningEvaluation.model_validate(bad)
+
+
+def test_a_risk_neutral_report_serializes_without_the_risk_fields_so_older_records_keep_their_bytes(report_120):
+    data = report_120.model_dump(mode="json")
+    assert "shrinkage_risk_aversion" not in data["config"]
+    assert all("inner_harm" not in c for c in (data["shrinkage"], *data["crossfit_shrinkage"]))
+    assert LearningEvaluation.model_validate(data).model_dump(mode="json") == data
 
 
 def test_the_judged_path_records_no_shrinkage_and_refuses_one():
