@@ -17,7 +17,9 @@ only one arm activated.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -186,8 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(d, n, s, betas[d], arm, configs[arm]) for d, n, s in cells for arm in ARMS]
     jobs.sort(key=lambda j: (j[2], -j[1]))  # seed by seed: a stopped run leaves every cell alike
     rows = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for done, row in enumerate(pool.map(judge, jobs), 1):
+    with contextlib.ExitStack() as stack:
+        if args.workers == 1:  # in this process: no child forked from a process that may hold threads
+            looks = map(judge, jobs)
+        else:  # forkserver: the children start clean, whatever threads this process runs
+            pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("forkserver"))
+            looks = stack.enter_context(pool).map(judge, jobs)
+        for done, row in enumerate(looks, 1):
             rows.append(row)
             print(f"  {done}/{len(jobs)} looks", file=sys.stderr, flush=True)
     shown = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--update-results"]
