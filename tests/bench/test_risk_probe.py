@@ -64,11 +64,31 @@ def test_out_of_bounds_inputs_are_refused_naming_the_option(flag, value, tmp_pat
 
 
 @pytest.mark.slow
-def test_a_small_run_writes_both_arms_of_every_owner(tmp_path):
-    assert risk_probe.main(["--cells", "0.03:200:1", "--workers", "1", "--out", str(tmp_path)]) == 0
+def test_one_risk_averse_look_reaches_the_gates_and_records_what_they_decided():
+    config = risk_probe.arm_configs(1.0)["averse"].model_dump(mode="json")
+    beta = 0.13281  # power_world.calibrate(0.03), as the power study's results record it
+    row = risk_probe.judge((0.03, 140, 0, beta, "averse", config))
+    assert row["coverage"]  # 140 queries reach the coverage minimum (20 validation groups at 15%)
+    assert isinstance(row["offline"], bool) and row["holdout"] in ("improved_full_retrieval", "no_improvement")
+    assert row["activated"] == (row["offline"] and row["holdout"] == "improved_full_retrieval")
+    assert row["harm"] >= 0 and 0 <= row["regressed"] <= 1
+
+
+def test_a_run_writes_both_arms_of_every_owner_paired(tmp_path, monkeypatch):
+    def judged(args):
+        delta, n, seed, _, arm, _ = args
+        return {**_row(seed, arm, arm == "averse"), "delta": delta, "n": n, "cpu_seconds": 1.0}
+
+    monkeypatch.setattr(risk_probe, "judge", judged)
+    monkeypatch.setattr(risk_probe.world, "calibrate", lambda delta: 0.0)  # the judged looks read no beta
+    assert risk_probe.main(["--cells", "0.03:200:2", "--workers", "1", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "results.json").read_text())
-    assert sorted(r["arm"] for r in report["looks"]) == ["averse", "neutral"]
-    assert all(r["coverage"] for r in report["looks"])  # 200 queries reach the coverage minimum
+    assert sorted((r["seed"], r["arm"]) for r in report["looks"]) == [
+        (0, "averse"),
+        (0, "neutral"),
+        (1, "averse"),
+        (1, "neutral"),
+    ]
     (cell,) = report["cells"]
-    assert cell["owners"] == 1 and report["meta"]["aversion"] == 1.0
+    assert (cell["owners"], cell["only_averse"], report["meta"]["aversion"]) == (2, 2, 1.0)
     assert "Risk-averse shrinkage probe" in (tmp_path / "results.md").read_text()
