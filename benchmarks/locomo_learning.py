@@ -392,7 +392,6 @@ def run_owner(
     started = time.perf_counter()
     owner, scopes = conv.sample_id, [LOCOMO_SCOPE]
     resources = _resources(store_url, embedding, policy)
-    policy = resources["learning_policy"]
     learning_cfg, holdout_cfg = policy.learning_config(), policy.holdout_config()
     embedder = embedder_named(embedding)
 
