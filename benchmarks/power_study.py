@@ -687,12 +687,6 @@ def design_config(learner: str = "shrunk") -> dict:
     return LEARNERS[learner].resolved().model_dump(mode="json")
 
 
-def _as_design(recorded: dict) -> dict:
-    """A recorded configuration as this code's model reads it: a field added since it was
-    recorded takes its default, which keeps the behaviour the recording was made with."""
-    return LearningConfig.model_validate(recorded).model_dump(mode="json")
-
-
 def check_same_design(earlier: dict, name: str) -> None:
     """Refuse to pool with a results file of another design: its recorded learner configuration
     must be this run's. A file that records none (written before the study recorded it, such as
@@ -703,7 +697,7 @@ def check_same_design(earlier: dict, name: str) -> None:
             f"--pool-with {name}: it records no learner configuration, so its design is unknown; "
             "pool only with a results file written since the study records one (meta.learner_config)"
         )
-    ours, recorded = design_config(), _as_design(recorded)
+    ours = design_config()
     differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
     if differ:
         shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
@@ -716,7 +710,7 @@ def check_seasons_config(seasons: list[Season]) -> None:
     ours = design_config()
     for season in seasons:
         for look in season.looks:
-            if look.offline and _as_design(look.offline["config"]) != ours:
+            if look.offline and look.offline["config"] != ours:
                 raise SystemExit(
                     f"season d{season.delta:.2f}_n{season.n}_s{season.seed}: fitted with another configuration "
                     "than this code's; move its folder aside or pass another --out"

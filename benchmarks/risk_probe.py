@@ -34,6 +34,7 @@ from benchmarks.common import add_output_options
 from benchmarks.power_study import (
     LEARNERS,
     NEW,
+    _pct,
     holdout_summary,
     offline_passes,
     parse_cells,
@@ -152,10 +153,6 @@ def markdown(report: dict[str, Any]) -> str:
         for c in report["cells"]
     ]
     return "\n".join(lines) + "\n"
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
 
 
 def _num(x: float | None, spec: str) -> str:

@@ -230,23 +230,17 @@ def shrink(p: Parameters, base_interactions: tuple[float, ...], factor: float) -
     return Parameters(logs, tuple(b0 + factor * (b - b0) for b, b0 in zip(p.interactions, base_interactions)))
 
 
-def judged_ndcg(objective: PoolObjective, p: Parameters) -> float:
-    """Mean judged NDCG@k of the objective's groups under ``p``: true NDCG, no margin, no penalty."""
-    return objective.group_mean(_judged_ndcg_per_request(objective, p))
-
-
 def _judged_ndcg_per_request(objective: PoolObjective, p: Parameters) -> np.ndarray:
+    """Judged NDCG@k of each of the objective's requests under ``p``: true NDCG, no margin, no penalty."""
     ranking = objective.pools.rank(p.adjustment())
     ndcg, _ = objective.pools.judged_metrics(ranking, objective.k)
     return ndcg
 
 
-def group_harm(objective: PoolObjective, p: Parameters, at_identity: np.ndarray) -> float:
-    """Total judged NDCG@k the objective's groups lose under ``p`` against the identity's per-request
-    NDCG ``at_identity`` (a group's value is the mean over its requests; groups that gain count 0)."""
-    per_group = np.bincount(
-        objective.request_group, _judged_ndcg_per_request(objective, p) - at_identity, minlength=objective.groups
-    )
+def group_harm(objective: PoolObjective, differences: np.ndarray) -> float:
+    """Total judged NDCG@k the objective's groups lose, from per-request NDCG ``differences``
+    against the identity (a group's value is the mean over its requests; groups that gain count 0)."""
+    per_group = np.bincount(objective.request_group, differences, minlength=objective.groups)
     return math.fsum(np.maximum(0.0, -per_group / objective.requests_per_group).tolist())
 
 
@@ -318,10 +312,10 @@ def shrunk_search(
             evaluations += fit_objective.evaluations
             base = _judged_ndcg_per_request(test_objective, at_identity) if averse else None
             for j, factor in enumerate(grid):
-                shrunk = shrink(point, objective.base_interactions, factor)
-                totals[j] += test_objective.groups * judged_ndcg(test_objective, shrunk)
+                ndcg = _judged_ndcg_per_request(test_objective, shrink(point, objective.base_interactions, factor))
+                totals[j] += test_objective.groups * test_objective.group_mean(ndcg)
                 if base is not None:
-                    lost[j] += group_harm(test_objective, shrunk, base)
+                    lost[j] += group_harm(test_objective, ndcg - base)
         scores = [t / groups for t in totals]
         harms = [h / groups for h in lost] if averse else []
     factor = choose_factor(grid, scores, harms, risk_aversion or 0.0)
