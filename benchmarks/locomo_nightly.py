@@ -1,10 +1,11 @@
 """Nightly-replay benchmark: scheduled learning is a sequence of looks.
 
 Run: ``python -m benchmarks.locomo_nightly [--data PATH] [--nights 10] [--seeds 10]
-[--owners conv-26,conv-30] [--limit 20] [--policy FIELD=VALUE …] [--out DIR | --update-results]
-[--resume | --rewrite]``. Results go
+[--owners conv-26,conv-30] [--tenant] [--limit 20] [--policy FIELD=VALUE …]
+[--out DIR | --update-results] [--resume | --rewrite]``. Results go
 to a scratch folder (``.prme/benchmarks/locomo-nightly/`` under the working directory) unless
-``--out`` names one; only ``--update-results`` overwrites ``benchmarks/results/locomo-nightly/``.
+``--out`` names one; only ``--update-results`` overwrites ``benchmarks/results/locomo-nightly/``
+(``benchmarks/results/locomo-nightly-tenant/`` with ``--tenant``).
 
 One *owner-season* per owner and label mode, each on a fresh DuckDB store and a fresh local
 Dagster instance: store the conversation, register its holdout questions once (night 0), split
@@ -13,6 +14,9 @@ that night's feedback (real retrievals, served by whatever profile is active, th
 structured-evaluation labels, exactly as ``benchmarks.locomo_learning``), then runs the learning
 job for the partition through Dagster (``LEARNING_ASSETS`` + ``GATES`` in process) and the
 activation job when the activation sensor's logic asks for it.
+
+``--tenant`` replays one tenant-sized owner instead: every conversation (of ``--owners``, or all)
+stored under one owner and scope, as ``benchmarks.locomo_learning --tenant`` does for one look.
 
 Real labels give each owner's first activation night (or never). The null control replays the
 same season with the labels of every feedback record shuffled within its request at recording
@@ -70,12 +74,14 @@ from prme_core.datasets.locomo import (
     record_feedback,
     register_holdout,
     split_questions,
+    tenant_conversation,
 )
 from prme_core.engine import MemoryClient
 from prme_core.errors import InvalidInput
 
 SCRATCH_OUT = Path(".prme", "benchmarks", "locomo-nightly")
 COMMITTED_OUT = Path(__file__).resolve().parent / "results" / "locomo-nightly"
+TENANT_OUT = Path(__file__).resolve().parent / "results" / "locomo-nightly-tenant"
 SEASONS_FILE = "seasons.jsonl"
 DEFAULT_NIGHTS = 10
 DEFAULT_SEEDS = 10
@@ -96,11 +102,19 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--owners", default=None, help="comma-separated sample ids (default: every conversation)")
     parser.add_argument(
+        "--tenant",
+        action="store_true",
+        help="one tenant-sized owner: every conversation (of --owners, or all) under one owner and scope; "
+        f"committed results in benchmarks/results/{TENANT_OUT.name}",
+    )
+    parser.add_argument(
         "--limit", type=int, default=DEFAULT_LIMIT, help=f"results per retrieval (default {DEFAULT_LIMIT})"
     )
     parser.add_argument("--no-real", action="store_true", help="skip the real-label seasons (null control only)")
     add_policy_option(parser)
-    add_output_options(parser, scratch=SCRATCH_OUT, committed=f"benchmarks/results/{COMMITTED_OUT.name}")
+    add_output_options(
+        parser, scratch=SCRATCH_OUT, committed=f"benchmarks/results/{COMMITTED_OUT.name} (or {TENANT_OUT.name})"
+    )
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -515,6 +529,13 @@ def _policy_words(options: dict[str, Any]) -> str:
     return "learning policy: the defaults but " + ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items()))
 
 
+def _tenant_words(options: dict[str, Any]) -> str:
+    if not options.get("tenant"):
+        return ""
+    picked = options.get("owners")
+    return f" — tenant mode: {'conversations ' + ', '.join(picked) if picked else 'every conversation'} under one owner"
+
+
 def markdown(report: dict[str, Any]) -> str:
     o = report["options"]
     lines = [
@@ -522,7 +543,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Generated {report['created_at']} by `python -m benchmarks.locomo_nightly` on {report['data']['name']} "
         f"(data sha256 `{report['data']['sha256'][:16]}…`; {len(report['data']['owners'])} owners: "
-        f"{', '.join(report['data']['owners'])}), embedding **{report['embedding']}**, "
+        f"{', '.join(report['data']['owners'])}{_tenant_words(o)}), embedding **{report['embedding']}**, "
         f"{o['nights']} nights per season, {o['seeds']} null seeds, limit {o['limit']}, {_policy_words(o)}. "
         f"{report['data']['source']} (read at run time, not copied here).",
         "",
@@ -743,8 +764,11 @@ def _resumable(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def output_dir(options: argparse.Namespace) -> Path:
-    """The committed results with ``--update-results``, else ``--out``, else the scratch folder."""
-    return COMMITTED_OUT if options.update_results else Path(options.out) if options.out else SCRATCH_OUT
+    """The committed results with ``--update-results`` (the tenant's with ``--tenant``), else
+    ``--out``, else the scratch folder."""
+    if options.update_results:
+        return TENANT_OUT if getattr(options, "tenant", False) else COMMITTED_OUT
+    return Path(options.out) if options.out else SCRATCH_OUT
 
 
 def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[str, Any]:
@@ -758,6 +782,9 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
     path = find_locomo_data(options.data)
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
     conversations = read_locomo(path, wanted)
+    tenant = bool(getattr(options, "tenant", False))
+    if tenant:
+        conversations = [tenant_conversation(conversations)]
     if options.nights < 1:
         raise InvalidInput("--nights", f"must be ≥ 1, got {options.nights}")
     if options.seeds < 0:
@@ -833,6 +860,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             "seeds": options.seeds,
             "limit": options.limit,
             "owners": wanted,
+            "tenant": tenant,
             "policy_overrides": overrides,
         },
         "policy": policy.model_dump(mode="json"),

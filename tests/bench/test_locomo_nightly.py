@@ -1,6 +1,7 @@
 """The nightly-replay benchmark: a 2-night season of one development owner with one null seed
 (skipped with a message where the LoCoMo data is absent) writes a well-formed report whose counts
-add up; the night split and the recording-time shuffle are deterministic."""
+add up; the night split and the recording-time shuffle are deterministic; tenant mode replays
+the chosen conversations as one owner."""
 
 import json
 from uuid import UUID
@@ -12,7 +13,7 @@ from benchmarks.locomo_learning import policy_from, policy_overrides
 from benchmarks.locomo_nightly import check_report, split_nights
 from benchmarks.locomo_null import shuffled_labels
 from benchmarks.locomo_report import GATE_NAMES
-from prme_core.datasets.locomo import Question
+from prme_core.datasets.locomo import TENANT_ID, Question, read_locomo, split_questions
 from prme_core.errors import InvalidInput
 from tests.locomo_data import DATA, needs_data
 
@@ -151,3 +152,26 @@ def test_committed_results_are_never_written_under_another_policy(tmp_path):
     argv = ["--data", str(tmp_path / "absent.json"), "--update-results", "--policy", "max_p_value=0.05"]
     with pytest.raises(InvalidInput, match="the committed results are the default policy's"):
         locomo_nightly.main(argv)
+
+
+@needs_data
+def test_tenant_mode_replays_the_chosen_conversations_as_one_owner(tmp_path):
+    out = tmp_path / "tenant"
+    argv = ["--data", str(DATA), "--owners", "conv-30,conv-44", "--tenant", "--nights", "1", "--seeds", "0"]
+    assert locomo_nightly.main([*argv, "--out", str(out)]) == 0
+    report = json.loads((out / "results.json").read_text())
+    check_report(report)
+    assert report["options"]["tenant"] and report["options"]["owners"] == ["conv-30", "conv-44"]
+    (season,) = report["real"]
+    assert report["data"]["owners"] == [season["owner"]] == [TENANT_ID]
+    singles = [split_questions(c).feedback for c in read_locomo(DATA, ["conv-30", "conv-44"])]
+    assert season["feedback_questions"] == sum(len(f) for f in singles) == season["nights"][0]["feedback_records"]
+    md = (out / "results.md").read_text()
+    assert "tenant mode: conversations conv-30, conv-44 under one owner" in md and f"| {TENANT_ID} |" in md
+
+
+def test_tenant_results_are_committed_beside_the_per_owner_ones():
+    parse = locomo_nightly.build_parser().parse_args
+    assert locomo_nightly.output_dir(parse(["--update-results", "--tenant"])) == locomo_nightly.TENANT_OUT
+    assert locomo_nightly.output_dir(parse(["--update-results"])) == locomo_nightly.COMMITTED_OUT
+    assert locomo_nightly.TENANT_OUT != locomo_nightly.COMMITTED_OUT
