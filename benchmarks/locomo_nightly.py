@@ -163,14 +163,30 @@ def _interval(pair: Any) -> str:
 
 def _offline(proposal: Any, mark: str) -> dict[str, Any]:
     if proposal is None or mark == "not reached":
-        return {"reached": False, "decision": None, "gain": None, "interval": None, "accepted": False}
+        return {"reached": False, "decision": None, "gain": None, "interval": None, "accepted": False, "evidence": None}
+    evidence = None
+    if proposal.evidence_groups is not None:  # version 3: what the gate decided on
+        evidence = {
+            "groups": proposal.evidence_groups,
+            "gain": proposal.evidence_ndcg_gain,
+            "sign_flip_p": proposal.evidence_sign_flip_p,
+        }
     return {
         "reached": True,
         "decision": proposal.decision,
         "gain": proposal.validation_ndcg_gain,
         "interval": None if proposal.validation_gain_interval is None else list(proposal.validation_gain_interval),
         "accepted": mark == "pass",
+        "evidence": evidence,
     }
+
+
+def _evidence(offline: dict[str, Any]) -> str:
+    """The offline gate's evidence as a table cell's words ("" for a night recorded without it)."""
+    e = offline.get("evidence")
+    if not e:
+        return ""
+    return f" — evidence {e['groups']} groups {_gain(e['gain'])}, p {e['sign_flip_p']:.4f}; proposal"
 
 
 def _holdout(outcome: Any, mark: str) -> dict[str, Any]:
@@ -392,6 +408,7 @@ def owner_summary(season: dict[str, Any]) -> dict[str, Any]:
         "last_offline_decision": last["offline"]["decision"],
         "last_offline_gain": last["offline"]["gain"],
         "last_offline_interval": last["offline"]["interval"],
+        "last_offline_evidence": last["offline"].get("evidence"),
         "last_stopped_by": last["stopped_by"],
     }
     if act:
@@ -561,7 +578,8 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             "| owner | feedback / holdout questions | looks | offline accepts | holdout accepts | activations "
             "| first activation night | active profile holdout NDCG gain [95% CI] | holdout NDCG base → active "
-            "| last night: offline decision, gain [95% CI] | last night stopped by |",
+            "| last night: offline decision — the gate's evidence (groups, NDCG gain, sign-flip p); the "
+            "proposal's validation gain [95% CI] | last night stopped by |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in real:
@@ -575,7 +593,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {r['owner']} | {r['feedback_questions']} / {r['holdout_questions']} | {r['looks']} "
                 f"| {r['offline_accepts']} | {r['holdout_accepts']} | {r['activations']} | {first} "
                 f"| {_gain(r['active_holdout_gain'])}{_interval(r['active_holdout_interval'])} | {ndcg} "
-                f"| {r['last_offline_decision'] or 'not reached'} {_gain(r['last_offline_gain'])}"
+                f"| {r['last_offline_decision'] or 'not reached'}{_evidence({'evidence': r.get('last_offline_evidence')})} "
+                f"{_gain(r['last_offline_gain'])}"
                 f"{_interval(r['last_offline_interval'])} | {r['last_stopped_by'] or '— (all passed)'} |"
             )
         lines += ["", "### Real labels night by night", ""]
@@ -676,7 +695,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 def _night_table(seasons: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| owner | night | +questions | train / val groups | offline decision, gain [95% CI] | holdout decision, "
+        "| owner | night | +questions | train / val groups | offline decision — the gate's evidence (groups, NDCG "
+        "gain, sign-flip p); the proposal's validation gain [95% CI] | holdout decision, "
         "gain [95% CI] | harm | severe share | stopped by | activated | active after |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -685,7 +705,7 @@ def _night_table(seasons: list[dict[str, Any]]) -> list[str]:
             o, h = n["offline"], n["holdout"]
             lines.append(
                 f"| {s['owner']} | {n['night']} | {n['questions']} | {n['training_groups']} / {n['validation_groups']} "
-                f"| {o['decision'] or 'not reached'} {_gain(o['gain'])}{_interval(o['interval'])} "
+                f"| {o['decision'] or 'not reached'}{_evidence(o)} {_gain(o['gain'])}{_interval(o['interval'])} "
                 f"| {h['decision'] or h['status'] or 'not reached'} {_gain(h['gain'])}{_interval(h['interval'])} "
                 f"| {_gain(h['harm']).lstrip('+')} | {_gain(h['severe_share']).lstrip('+')} "
                 f"| {n['stopped_by'] or '—'} | {'yes' if n['activation']['activated'] else 'no'} "

@@ -115,11 +115,15 @@ def test_a_night_that_reaches_the_offline_gate_is_reported_with_its_numbers(nigh
     offline = second["offline"]
     assert offline["reached"] and offline["decision"] and offline["gain"] is not None
     assert offline["interval"] is not None and offline["interval"][0] <= offline["gain"] <= offline["interval"][1]
+    evidence = offline["evidence"]  # what the version-3 gate decided on: validation and cross-fitted groups
+    assert evidence["groups"] > second["validation_groups"] and 0.0 < evidence["sign_flip_p"] <= 1.0
+    assert first["offline"]["evidence"] is None
     assert second["checks"]["coverage_sufficient"] == "pass"
     assert offline["accepted"] == (second["checks"]["offline_gate_passed"] == "pass")
     assert second["stopped_by"] != "coverage_sufficient"
     md = (out / "results.md").read_text()
     assert "learning policy: the defaults but min_validation_queries = 15" in md
+    assert f"evidence {evidence['groups']} groups" in md and f"p {evidence['sign_flip_p']:.4f}; proposal" in md
 
 
 @pytest.mark.parametrize(
