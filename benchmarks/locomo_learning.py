@@ -28,7 +28,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +61,7 @@ from benchmarks.locomo_report import (
     write_report,
 )
 from prme_assets.activation import activate_profile_job, activation_request
+from prme_assets.check_records import evaluated_here
 from prme_assets.checks import GATE_CHECKS, GATES
 from prme_assets.cli import run_guarded
 from prme_assets.definitions import LEARNING_ASSETS
@@ -329,6 +330,15 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 """Run config that keeps Dagster's console logger quiet (each row says what happened)."""
 
 
+def gate_marks(evaluations: Iterable[dg.AssetCheckEvaluation]) -> dict[str, str]:
+    """Each gate's mark in one run: "pass" or "fail" where the run evaluated it, else "not
+    reached" — also where the run only restated an earlier run's result (a stage that declined
+    restates its checks' results for the partition's current materialization: after an
+    activation, the active profile's passes)."""
+    marks = {e.check_name: ("pass" if e.passed else "fail") for e in evaluations if evaluated_here(e)}
+    return {name: marks.get(name, "not reached") for _, name in GATE_CHECKS}
+
+
 def learn_partition(
     instance: dg.DagsterInstance, partition: str, resources: dict[str, Any], stop: StopSignals
 ) -> LearningRun:
@@ -347,9 +357,7 @@ def learn_partition(
     )
     stop.settle(result.run_id)
     stop.raise_if_stopped()
-    checks = {e.check_name: ("pass" if e.passed else "fail") for e in result.get_asset_check_evaluations()}
-    for _, name in GATE_CHECKS:
-        checks.setdefault(name, "not reached")
+    checks = gate_marks(result.get_asset_check_evaluations())
 
     request = activation_request(instance, partition, resources["prme_store"])
     activation = {"requested": False, "activated": False, "reason": "", "profile_id": None}

@@ -73,6 +73,16 @@ def latest_checks(instance: dg.DagsterInstance, checks: Sequence[tuple[str, str]
     return states
 
 
+RESTATED = "restated_because"
+"""The metadata key that marks a restated evaluation (and says why the run did not re-check)."""
+
+
+def evaluated_here(evaluation: dg.AssetCheckEvaluation) -> bool:
+    """False for a restatement: a result an earlier run evaluated, repeated by a run that skipped
+    the check (``restated_evaluations``); True for a check this run evaluated."""
+    return RESTATED not in evaluation.metadata
+
+
 RESTATE_HISTORY = 20
 """Evaluations of one check and partition searched for the one of the current materialization."""
 
@@ -110,7 +120,7 @@ def restated_evaluations(
         else:
             continue
         metadata = {"evaluated_in_run": dg.MetadataValue.dagster_run(record.run_id), **evaluation.metadata}
-        metadata["restated_because"] = dg.MetadataValue.text(because)
+        metadata[RESTATED] = dg.MetadataValue.text(because)
         out.append(
             dg.AssetCheckEvaluation(
                 asset_key=key.asset_key,

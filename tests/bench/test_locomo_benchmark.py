@@ -247,3 +247,25 @@ def test_a_policy_override_is_refused_with_update_results_and_out_of_bounds_befo
         locomo_learning.main(
             ["--policy", "shrinkage_risk_aversion=11", "--out", "/nonexistent", "--data", "/nonexistent"]
         )
+
+
+def test_a_gate_a_run_only_restated_is_not_reached_in_that_run():
+    """After an activation a night whose offline gate refuses restates the holdout's and the
+    profile's earlier passes (for the UI); the benchmarks count them as not reached that night."""
+    import dagster as dg
+
+    from prme_assets.check_records import RESTATED
+
+    def evaluation(asset: str, name: str, passed: bool, **metadata: str) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(asset_key=dg.AssetKey(asset), check_name=name, passed=passed, metadata=metadata)
+
+    marks = locomo_learning.gate_marks(
+        [
+            evaluation("query_split", "coverage_sufficient", True),
+            evaluation("ranking_proposal", "offline_gate_passed", False),
+            evaluation("full_retrieval_holdout", "holdout_gate_passed", True, **{RESTATED: "offline gate refused"}),
+        ]
+    )
+    assert list(marks) == list(GATE_NAMES)
+    assert marks["coverage_sufficient"] == "pass" and marks["offline_gate_passed"] == "fail"
+    assert marks["holdout_gate_passed"] == "not reached" and marks["baseline_replay_exact"] == "not reached"
