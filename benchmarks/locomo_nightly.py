@@ -301,20 +301,24 @@ def season_key(
     limit: int,
     embedding: str,
     policy: LearningPolicyResource,
+    members: list[str] | None = None,
 ) -> str:
-    """What a season's outcome depends on (for ``--resume``): data, owner, labels, schedule, policy."""
-    return canonical_digest(
-        {
-            "benchmark": "prme:locomo-nightly:v1",
-            "data_sha256": data_sha256,
-            "owner": owner,
-            "seed": seed,
-            "nights": nights,
-            "limit": limit,
-            "embedding": embedding,
-            "policy": policy.model_dump(mode="json"),
-        }
-    )
+    """What a season's outcome depends on (for ``--resume``): data, owner, labels, schedule, policy
+    and, for a tenant of chosen conversations, which (``members``; None: the owner alone, or a
+    tenant of every conversation in the data)."""
+    fields = {
+        "benchmark": "prme:locomo-nightly:v1",
+        "data_sha256": data_sha256,
+        "owner": owner,
+        "seed": seed,
+        "nights": nights,
+        "limit": limit,
+        "embedding": embedding,
+        "policy": policy.model_dump(mode="json"),
+    }
+    if members is not None:  # absent otherwise: the keys of per-owner seasons stay what they were
+        fields["members"] = list(members)  # in the order the tenant combines them
+    return canonical_digest(fields)
 
 
 def run_season(
@@ -803,6 +807,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
     wanted = [s.strip() for s in options.owners.split(",") if s.strip()] if options.owners else None
     conversations = read_locomo(path, wanted)
     tenant = bool(getattr(options, "tenant", False))
+    members = [c.sample_id for c in conversations] if tenant and wanted else None
     if tenant:
         conversations = [tenant_conversation(conversations)]
     if options.nights < 1:
@@ -838,6 +843,7 @@ def run(options: argparse.Namespace, stop: StopSignals | None = None) -> dict[st
             limit=options.limit,
             embedding=embedding,
             policy=policy,
+            members=members,
         )
         if key in done:
             seasons.append(done[key])

@@ -179,3 +179,19 @@ def test_tenant_results_are_committed_beside_the_per_owner_ones():
     assert locomo_nightly.output_dir(parse(["--update-results", "--tenant"])) == locomo_nightly.TENANT_OUT
     assert locomo_nightly.output_dir(parse(["--update-results"])) == locomo_nightly.COMMITTED_OUT
     assert locomo_nightly.TENANT_OUT != locomo_nightly.COMMITTED_OUT
+
+
+def test_a_tenant_of_other_conversations_never_resumes_anothers_season():
+    policy = policy_from({})
+    key = lambda members: locomo_nightly.season_key(  # noqa: E731
+        data_sha256="0" * 64,
+        owner=TENANT_ID,
+        seed=None,
+        nights=10,
+        limit=20,
+        embedding="hashed",
+        policy=policy,
+        members=members,
+    )
+    assert len({key(None), key(["conv-30", "conv-44"]), key(["conv-30", "conv-41"])}) == 3
+    assert key(["conv-30", "conv-44"]) == key(["conv-30", "conv-44"])
