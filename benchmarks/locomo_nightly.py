@@ -181,9 +181,8 @@ def _offline(proposal: Any, mark: str) -> dict[str, Any]:
     }
 
 
-def _evidence(offline: dict[str, Any]) -> str:
+def _evidence(e: dict[str, Any] | None) -> str:
     """The offline gate's evidence as a table cell's words ("" for a night recorded without it)."""
-    e = offline.get("evidence")
     if not e:
         return ""
     return f" — evidence {e['groups']} groups {_gain(e['gain'])}, p {e['sign_flip_p']:.4f}; proposal"
@@ -597,7 +596,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {r['owner']} | {r['feedback_questions']} / {r['holdout_questions']} | {r['looks']} "
                 f"| {r['offline_accepts']} | {r['holdout_accepts']} | {r['activations']} | {first} "
                 f"| {_gain(r['active_holdout_gain'])}{_interval(r['active_holdout_interval'])} | {ndcg} "
-                f"| {r['last_offline_decision'] or 'not reached'}{_evidence({'evidence': r.get('last_offline_evidence')})} "
+                f"| {r['last_offline_decision'] or 'not reached'}{_evidence(r.get('last_offline_evidence'))} "
                 f"{_gain(r['last_offline_gain'])}"
                 f"{_interval(r['last_offline_interval'])} | {r['last_stopped_by'] or '— (all passed)'} |"
             )
@@ -709,7 +708,7 @@ def _night_table(seasons: list[dict[str, Any]]) -> list[str]:
             o, h = n["offline"], n["holdout"]
             lines.append(
                 f"| {s['owner']} | {n['night']} | {n['questions']} | {n['training_groups']} / {n['validation_groups']} "
-                f"| {o['decision'] or 'not reached'}{_evidence(o)} {_gain(o['gain'])}{_interval(o['interval'])} "
+                f"| {o['decision'] or 'not reached'}{_evidence(o.get('evidence'))} {_gain(o['gain'])}{_interval(o['interval'])} "
                 f"| {h['decision'] or h['status'] or 'not reached'} {_gain(h['gain'])}{_interval(h['interval'])} "
                 f"| {_gain(h['harm']).lstrip('+')} | {_gain(h['severe_share']).lstrip('+')} "
                 f"| {n['stopped_by'] or '—'} | {'yes' if n['activation']['activated'] else 'no'} "
