@@ -63,13 +63,15 @@ NIGHTS = 10
 LEARNERS = {
     "plain": LearningConfig(search_starts=8, shrinkage_grid=(1.0,), shrinkage_folds=3),
     "shrunk": LearningConfig(search_starts=8),
+    "averse": LearningConfig(search_starts=8, shrinkage_risk_aversion=1.0),
 }
 """The learning configurations a season can run: the defaults but for 8 random starts of the pool
 search instead of 32, so that the study's thousands of fits (each with its three cross-fitting
 folds) fit in a few hours on 2 cores (a weaker search can only make the proposals, not the gates,
 worse). ``plain`` is the learner before shrinkage (the search's point, a one-value grid);
 ``shrunk`` is today's default (the point shrunk toward the identity by inner folds, at today's
-15% validation share)."""
+15% validation share); ``averse`` is the same learner choosing its shrinkage factor risk-averse
+(``shrinkage_risk_aversion`` = 1: held-out NDCG less its held-out harm)."""
 STUDY_CONFIG = LEARNERS["shrunk"]
 PLAIN_CONFIG = LEARNERS["plain"]
 
@@ -305,10 +307,11 @@ def load(out: Path, cells: list[tuple[float, int, int]], learner: str = "shrunk"
 
 # --- the designs' decisions ----------------------------------------------------------------------
 
-TODAY, V3, GATES, SHARE30, NEW, IDEAL = "today", "v3", "gates", "share30", "new", "ideal"
-DESIGNS = (TODAY, V3, GATES, SHARE30, NEW, IDEAL)
+TODAY, V3, GATES, SHARE30, NEUTRAL, NEW, IDEAL = "today", "v3", "gates", "share30", "neutral", "new", "ideal"
+DESIGNS = (TODAY, V3, GATES, SHARE30, NEUTRAL, NEW, IDEAL)
 SEASON_DESIGNS = (TODAY, V3, GATES, NEW, IDEAL)
-"""The designs a season's looks are judged by here; SHARE30's rows come from an earlier results file."""
+"""The designs a season's looks are judged by here; SHARE30's and NEUTRAL's rows come from earlier
+results files."""
 DESIGN_LABELS = {
     TODAY: "today (the plain learner; v2: bootstrap + sign-flip at 2.5% on the validation groups, then on the "
     "holdout; every night alone)",
@@ -319,12 +322,20 @@ DESIGN_LABELS = {
     "proposals) — the previous study's *new*",
     SHARE30: "share30 (the shrunk learner with the v4 gates and a 30% validation share) — the previous study's "
     "*new*, its rows read from that study's results (`--previous`)",
+    NEUTRAL: "neutral (the shrunk learner choosing its factor by held-out NDCG alone, with the v4 gates and a "
+    "15% validation share) — the study before risk-averse shrinkage, its rows read from that study's results "
+    "(`--neutral`)",
     NEW: "new (the shrunk learner — the proposal and each fold's pulled toward the identity by a factor that "
     "inner folds of their own training groups choose — with the v4 gates and a 15% validation share, so the "
     "proposal fits on 85% of the judged groups)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
-GATED = (TODAY, V3, GATES, SHARE30, NEW)
+AVERSE_NEW_LABEL = (
+    "new (the shrunk learner choosing its factor risk-averse: the inner folds' held-out NDCG less 1 × their "
+    "held-out harm, `shrinkage_risk_aversion` = 1 — with the v4 gates and a 15% validation share)"
+)
+"""NEW's label when the new rows are the ``averse`` learner's seasons (``--learner averse``)."""
+GATED = (TODAY, V3, GATES, SHARE30, NEUTRAL, NEW)
 PLAIN_DESIGNS = (TODAY, V3, GATES)
 """Designs judged on the plain learner's seasons; NEW and IDEAL on the shrunk learner's."""
 BASELINE_NAMES = {TODAY: "today", V3: "v3", GATES: "new"}
@@ -493,13 +504,18 @@ def volume_for(rates: dict[int, float], target: float = 0.8) -> float | None:
 
 
 def analyze(
-    seasons: list[Season], plain: list[Season] | None = None, baseline: dict | None = None, previous: dict | None = None
+    seasons: list[Season],
+    plain: list[Season] | None = None,
+    baseline: dict | None = None,
+    previous: dict | None = None,
+    neutral: dict | None = None,
 ) -> dict:
     """Rates per cell: NEW and IDEAL from the shrunk learner's ``seasons``; the plain designs from
     ``plain`` where a cell has them, else from ``baseline`` (a results file written before
     shrinkage, whose seasons were the plain learner's: same draws, same code); SHARE30 from
-    ``previous`` (a results file of the shrunk learner at the 30% validation share) where it has
-    the cell."""
+    ``previous`` (a results file of the shrunk learner at the 30% validation share) and NEUTRAL from
+    ``neutral`` (a results file of the risk-neutral shrunk learner at the 15% share) where they
+    have the cell."""
     cells: dict[tuple[float, int], list[Season]] = {}
     for s in seasons:
         cells.setdefault((s.delta, s.n), []).append(s)
@@ -522,6 +538,8 @@ def analyze(
             raise SystemExit(f"cell {key}: no plain-learner seasons and no baseline row; run --learner plain")
         if previous is not None and key in previous["cells"]:
             row.update({SHARE30: previous["cells"][key][NEW], "share30_seasons": previous["cells"][key]["seasons"]})
+        if neutral is not None and key in neutral["cells"]:
+            row.update({NEUTRAL: neutral["cells"][key][NEW], "neutral_seasons": neutral["cells"][key]["seasons"]})
         table[key] = row
     n80: dict = {}
     for delta in sorted({d for d, _ in cells}):
@@ -545,6 +563,8 @@ def _volume(x: float | None, top: int) -> str:
 
 def markdown(result: dict, meta: dict) -> str:
     cells, n80 = result["cells"], result["n80"]
+    designs = [d for d in DESIGNS if any(d in c for c in cells.values())]  # an earlier file's slot may be empty
+    labels = {**DESIGN_LABELS, NEW: AVERSE_NEW_LABEL} if meta.get("new_learner") == "averse" else DESIGN_LABELS
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     top = {d: max(int(k.split(":")[1]) for k in cells if float(k.split(":")[0]) == d) for d in deltas}
@@ -563,7 +583,7 @@ def markdown(result: dict, meta: dict) -> str:
         "",
         "Designs:",
         "",
-        *[f"- **{d}** — {DESIGN_LABELS[d]}" for d in DESIGNS],
+        *[f"- **{d}** — {labels[d]}" for d in designs],
     ]
     if any(delta > 0.0 for delta in deltas):  # a run of null cells alone has no volume to reach
         lines += [
@@ -576,7 +596,7 @@ def markdown(result: dict, meta: dict) -> str:
     for delta in deltas:
         if delta == 0.0:
             continue
-        for design in DESIGNS:
+        for design in designs:
             lines.append(
                 f"| +{delta:.2f} | {design} | {_volume(n80[f'{delta}:{design}:single'], top[delta])} | "
                 f"{_volume(n80[f'{delta}:{design}:season'], top[delta])} |"
@@ -585,7 +605,7 @@ def markdown(result: dict, meta: dict) -> str:
         lines += ["", "Against today's design at a true +0.03 (target ≤ 0.6×):", ""]
         for kind, title in (("single", "one look"), ("season", "10-night season")):
             new, today = n80.get(f"0.03:{NEW}:{kind}"), n80.get(f"0.03:{TODAY}:{kind}")
-            share30 = n80.get(f"0.03:{SHARE30}:{kind}")
+            share30, neutral = n80.get(f"0.03:{SHARE30}:{kind}"), n80.get(f"0.03:{NEUTRAL}:{kind}")
             if new is None:
                 ratio = "new never reaches 80% in the studied volumes"
             elif today is None:
@@ -594,7 +614,9 @@ def markdown(result: dict, meta: dict) -> str:
                 ratio = f"{new / today:.2f}×"
             lines.append(
                 f"- {title}: new {_volume(new, volumes[-1])} vs today {_volume(today, volumes[-1])} → {ratio} "
-                f"(share30, the previous study's new: {_volume(share30, volumes[-1])})"
+                f"(share30, the previous study's new: {_volume(share30, volumes[-1])}"
+                + (f"; neutral: {_volume(neutral, volumes[-1])}" if NEUTRAL in designs else "")
+                + ")"
             )
     for kind, title in (("single", "one look (the last night judged alone)"), ("season", "a 10-night season")):
         lines += [
@@ -605,7 +627,7 @@ def markdown(result: dict, meta: dict) -> str:
             "|---|---|" + "---|" * len(volumes),
         ]
         for delta in deltas:
-            for design in DESIGNS:
+            for design in designs:
                 row = [cells[f"{delta}:{n}"].get(design) if f"{delta}:{n}" in cells else None for n in volumes]
                 lines.append(
                     f"| {delta:.2f} | {design} | "
@@ -624,8 +646,8 @@ def markdown(result: dict, meta: dict) -> str:
         "| design | " + " | ".join(f"n={n}" for n in volumes) + " |",
         "|---|" + "---|" * len(volumes),
     ]
-    season_counts = {NEW: "seasons", SHARE30: "share30_seasons"}
-    for design in GATED:
+    season_counts = {NEW: "seasons", SHARE30: "share30_seasons", NEUTRAL: "neutral_seasons"}
+    for design in (d for d in GATED if d in designs):
         null = [cells.get(f"0.0:{n}", {}) for n in volumes]
         lines.append(
             f"| {design}: one look / season | "
@@ -656,7 +678,11 @@ def markdown(result: dict, meta: dict) -> str:
         "",
         "Brackets: Wilson 95% intervals; the bound in parentheses is the season rate's upper end.",
         "Activated profiles below their baseline (true gain < 0), over all cells: "
-        + ", ".join(f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values() if d in c)}" for d in GATED)
+        + ", ".join(
+            f"{d} {sum(c[d]['activated_below_baseline'] for c in cells.values() if d in c)}"
+            for d in GATED
+            if d in designs
+        )
         + ".",
         "",
     ]
@@ -687,27 +713,47 @@ def design_config(learner: str = "shrunk") -> dict:
     return LEARNERS[learner].resolved().model_dump(mode="json")
 
 
-def check_same_design(earlier: dict, name: str) -> None:
+def check_same_design(earlier: dict, name: str, learner: str = "shrunk") -> None:
     """Refuse to pool with a results file of another design: its recorded learner configuration
-    must be this run's. A file that records none (written before the study recorded it, such as
-    the 30%-share null extensions) cannot be pooled."""
+    must be this run's (``learner``'s). A file that records none (written before the study recorded
+    it, such as the 30%-share null extensions) cannot be pooled."""
     recorded = earlier["meta"].get("learner_config")
     if recorded is None:
         raise SystemExit(
             f"--pool-with {name}: it records no learner configuration, so its design is unknown; "
             "pool only with a results file written since the study records one (meta.learner_config)"
         )
-    ours = design_config()
+    ours = design_config(learner)
     differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
     if differ:
         shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
         raise SystemExit(f"--pool-with {name}: another design ({shown}); pool only runs of the same configuration")
 
 
-def check_seasons_config(seasons: list[Season]) -> None:
+def check_neutral(neutral: dict, name: str, learner: str) -> None:
+    """Refuse a ``--neutral`` results file that is not the risk-neutral twin of this run's design:
+    it must record the same learner configuration but for ``shrinkage_risk_aversion``, which it
+    leaves unset or 0 (the factor chosen by held-out NDCG alone), so its rows are the same draws
+    judged by the same gates."""
+    recorded = neutral["meta"].get("learner_config")
+    if recorded is None:
+        raise SystemExit(f"--neutral {name}: it records no learner configuration, so its design is unknown")
+    aversion = recorded.get("shrinkage_risk_aversion")
+    if aversion not in (None, 0, 0.0):
+        raise SystemExit(f"--neutral {name}: its learner is risk-averse (shrinkage_risk_aversion {aversion!r})")
+    ours = design_config(learner)
+    differ = sorted(
+        k for k in (set(recorded) | set(ours)) - {"shrinkage_risk_aversion"} if recorded.get(k) != ours.get(k)
+    )
+    if differ:
+        shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+        raise SystemExit(f"--neutral {name}: another design beyond the risk aversion ({shown})")
+
+
+def check_seasons_config(seasons: list[Season], learner: str = "shrunk") -> None:
     """Refuse seasons whose reports were fitted with another configuration than this code's
-    (e.g. pickles an earlier version left in ``--out``)."""
-    ours = design_config()
+    ``learner`` (e.g. pickles an earlier version left in ``--out``)."""
+    ours = design_config(learner)
     for season in seasons:
         for look in season.looks:
             if look.offline and look.offline["config"] != ours:
@@ -774,7 +820,7 @@ def chart(result: dict, path: Path) -> None:
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-    styles = {TODAY: ":", SHARE30: "-.", NEW: "-", IDEAL: "--"}  # v3 and gates: in the tables
+    styles = {TODAY: ":", SHARE30: "-.", NEUTRAL: (0, (5, 1, 1, 1, 1, 1)), NEW: "-", IDEAL: "--"}  # v3, gates: tables
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(deltas)))
     for ax, kind, title in ((axes[0], "single", "one look"), (axes[1], "season", "10-night season")):
         for colour, delta in zip(colours, deltas, strict=True):
@@ -782,6 +828,8 @@ def chart(result: dict, path: Path) -> None:
                 if design == IDEAL and delta == 0.0:
                     continue
                 ns = [n for n in volumes if design in cells.get(f"{delta}:{n}", {})]
+                if not ns:
+                    continue
                 ys = [cells[f"{delta}:{n}"][design][kind] for n in ns]
                 ax.plot(
                     ns, ys, linestyle=styles[design], color=colour, marker="o", ms=3, label=f"δ={delta:.2f} {design}"
@@ -834,9 +882,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", help="instead of a plan: delta:n:seeds,… e.g. 0.03:400:20,0.0:400:24")
     parser.add_argument(
         "--learner",
-        choices=("shrunk", "plain", "both"),
+        choices=("shrunk", "averse", "plain", "both"),
         default="both",
-        help="whose seasons to run: the shrunk learner's (NEW), the plain one's (today, v3, gates) or both",
+        help="whose seasons to run: the shrunk learner's (NEW), the risk-averse shrunk learner's (NEW instead), "
+        "the plain one's (today, v3, gates) or both (shrunk and plain)",
     )
     parser.add_argument(
         "--baseline",
@@ -851,6 +900,12 @@ def main(argv: list[str] | None = None) -> int:
         default=RESULTS / "share-30.json",
         help="the committed study of the shrunk learner at the 30%% validation share (default "
         "benchmarks/results/power/share-30.json): the share30 design's rows",
+    )
+    parser.add_argument(
+        "--neutral",
+        type=Path,
+        help="a results file of the risk-neutral shrunk learner with the same draws (e.g. the committed "
+        "benchmarks/results/power/results.json before the risk-averse study): the neutral design's rows",
     )
     parser.add_argument(
         "--pool-with",
@@ -870,24 +925,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--results-name {args.results_name!r}: a file stem of letters, digits, '-' and '_'")
     if args.pool_with is not None and not args.pool_with.is_file():
         parser.error(f"--pool-with {args.pool_with}: no such results file")
+    if args.neutral is not None and not args.neutral.is_file():
+        parser.error(f"--neutral {args.neutral}: no such results file")
+    new_learner = "averse" if args.learner == "averse" else "shrunk"  # whose seasons the NEW rows are
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
     earlier = None if args.pool_with is None else json.loads(args.pool_with.read_text())
     if earlier is not None:
-        check_same_design(earlier, args.pool_with.name)
+        check_same_design(earlier, args.pool_with.name, new_learner)
         check_disjoint(cells, earlier, args.pool_with.name)
     if baseline is not None and "plain_source" in baseline:
         raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
+    neutral = None if args.neutral is None else json.loads(args.neutral.read_text())
+    if neutral is not None:
+        check_neutral(neutral, args.neutral.name, new_learner)
     if not args.analyze_only:
         for learner in ("shrunk", "plain") if args.learner == "both" else (args.learner,):
             run(cells, args.out, args.workers, learner)
     started = time.perf_counter()
-    seasons = load(args.out, cells, "shrunk")
+    seasons = load(args.out, cells, new_learner)
     plain = load(args.out, cells, "plain")
     print(f"{len(seasons)} + {len(plain)} seasons loaded; deciding every look", file=sys.stderr, flush=True)
-    check_seasons_config(seasons)
+    check_seasons_config(seasons, new_learner)
     previous = json.loads(args.previous.read_text()) if args.previous.exists() else None
-    result = analyze(seasons, plain, baseline, previous)
+    result = analyze(seasons, plain, baseline, previous, neutral)
     from_baseline = sorted(k for k, v in result["plain_source"].items() if v == "baseline")
     plain_note = (
         "The plain designs (today, v3, gates) were judged on this run's plain-learner seasons."
@@ -908,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
         "analysis_seconds": time.perf_counter() - started,
         "nights": NIGHTS,
         "holdout_queries": HOLDOUT_QUERIES,
-        "learner_config": design_config(),
+        "new_learner": new_learner,
+        "learner_config": design_config(new_learner),
         "world": {
             "pool": world.POOL,
             "returned": world.RETURNED,

@@ -9,6 +9,7 @@ from benchmarks.power_study import (
     Look,
     Season,
     check_disjoint,
+    check_neutral,
     check_same_design,
     check_seasons_config,
     design_config,
@@ -87,6 +88,23 @@ def test_the_committed_results_record_the_design_the_study_runs_today() -> None:
     from benchmarks.power_study import RESULTS
 
     check_same_design(json.loads((RESULTS / "results.json").read_text()), "results.json")
+
+
+def test_the_neutral_rows_must_come_from_the_risk_neutral_twin_of_the_averse_design() -> None:
+    """``--neutral``: the same configuration but for the risk aversion, which it leaves unset."""
+    averse = design_config("averse")
+    assert averse["shrinkage_risk_aversion"] == 1.0
+    twin = {k: v for k, v in averse.items() if k != "shrinkage_risk_aversion"}
+    check_neutral({"meta": {"learner_config": twin}}, "results.json", "averse")
+    check_neutral({"meta": {"learner_config": {**twin, "shrinkage_risk_aversion": 0.0}}}, "zero.json", "averse")
+    with pytest.raises(
+        SystemExit, match=r"--neutral averse\.json: its learner is risk-averse \(shrinkage_risk_aversion 1\.0\)"
+    ):
+        check_neutral({"meta": {"learner_config": averse}}, "averse.json", "averse")
+    with pytest.raises(SystemExit, match=r"beyond the risk aversion \(validation_fraction 0\.3 there, 0\.15 here\)"):
+        check_neutral({"meta": {"learner_config": {**twin, "validation_fraction": 0.3}}}, "share-30.json", "averse")
+    with pytest.raises(SystemExit, match="records no learner configuration"):
+        check_neutral({"meta": {}}, "old.json", "averse")
 
 
 def test_seasons_fitted_with_another_configuration_are_refused_when_loaded() -> None:
