@@ -707,6 +707,17 @@ def check_disjoint(cells: list[tuple[float, int, int]], earlier: dict, name: str
         )
 
 
+def check_pool(cells: list[tuple[float, int, int]], earlier: list[tuple[str, dict]], learner: str) -> None:
+    """Every ``--pool-with`` file: of this run's design, no season shared with this run or with
+    another pooled file."""
+    for i, (name, data) in enumerate(earlier):
+        check_same_design(data, name, learner)
+        check_disjoint(cells, data, name)
+        for other_name, other in earlier[:i]:
+            if other_name == name or earlier_cells(data, name) & earlier_cells(other, other_name):
+                raise SystemExit(f"--pool-with {name} and {other_name}: they hold the same seasons; pool each once")
+
+
 def design_config(learner: str = "shrunk") -> dict:
     """The resolved learning configuration a season of ``learner`` fits and gates with (what each
     covered look's report records): the design a results file's new rows are of."""
@@ -763,25 +774,25 @@ def check_seasons_config(seasons: list[Season], learner: str = "shrunk") -> None
                 )
 
 
-def pooled_null(result: dict, earlier: dict) -> list[dict]:
-    """The new design's false activations at δ = 0 over this run's seasons and an earlier results
-    file's (``earlier``, the same code, no season in both: ``check_disjoint``), per volume both
-    files hold: the counts add, and the Wilson bound is the pooled one."""
+def pooled_null(result: dict, earlier: list[dict]) -> list[dict]:
+    """The new design's false activations at δ = 0 over this run's seasons and earlier results
+    files' (``earlier``, the same code, no season in two of them: ``check_disjoint``), per volume
+    this run and at least one earlier file hold: the counts add, and the Wilson bound is the
+    pooled one."""
     rows = []
     for key in sorted(result["cells"], key=lambda k: (float(k.split(":")[0]), int(k.split(":")[1]))):
-        if float(key.split(":")[0]) != 0.0 or key not in earlier["cells"]:
+        thens = [e["cells"][key] for e in earlier if key in e["cells"]]
+        if float(key.split(":")[0]) != 0.0 or not thens:
             continue
-        now, then = result["cells"][key], earlier["cells"][key]
-        hits = {
-            kind: round(now[NEW][kind] * now["seasons"]) + round(then[NEW][kind] * then["seasons"])
-            for kind in ("single", "season")
-        }
-        trials = now["seasons"] + then["seasons"]
+        now = result["cells"][key]
+        hits = {kind: sum(round(c[NEW][kind] * c["seasons"]) for c in (now, *thens)) for kind in ("single", "season")}
+        before = sum(c["seasons"] for c in thens)
+        trials = now["seasons"] + before
         rows.append(
             {
                 "n": int(key.split(":")[1]),
                 "this_run": now["seasons"],
-                "earlier": then["seasons"],
+                "earlier": before,
                 "single": hits["single"],
                 "season": hits["season"],
                 "seasons": trials,
@@ -791,13 +802,13 @@ def pooled_null(result: dict, earlier: dict) -> list[dict]:
     return rows
 
 
-def pooled_markdown(rows: list[dict], name: str) -> str:
+def pooled_markdown(rows: list[dict], names: list[str]) -> str:
     """``pooled_null``'s rows as a section to append to this run's tables."""
     lines = [
         "",
-        f"## False activation (δ = 0), this run pooled with `{name}`",
+        f"## False activation (δ = 0), this run pooled with {', '.join(f'`{n}`' for n in names)}",
         "",
-        "The new design's activations (one look / season) over both runs' seasons (no season in both).",
+        "The new design's activations (one look / season) over the runs' seasons (no season in two runs).",
         "",
         "| n | this run | earlier | pooled one look | pooled season | season's upper 95% bound |",
         "|---|---|---|---|---|---|",
@@ -910,8 +921,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pool-with",
         type=Path,
+        action="append",
+        default=[],
         help="a results file of the same design (its meta.learner_config) with other seeds (e.g. "
-        "benchmarks/results/power/results.json): the δ = 0 cells' false activations pooled with this run's",
+        "benchmarks/results/power/results.json): the δ = 0 cells' false activations pooled with this run's "
+        "(repeat it to pool several runs, e.g. an extension run in parts)",
     )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
@@ -923,17 +937,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9_-]+", args.results_name):
         parser.error(f"--results-name {args.results_name!r}: a file stem of letters, digits, '-' and '_'")
-    if args.pool_with is not None and not args.pool_with.is_file():
-        parser.error(f"--pool-with {args.pool_with}: no such results file")
+    for path in args.pool_with:
+        if not path.is_file():
+            parser.error(f"--pool-with {path}: no such results file")
     if args.neutral is not None and not args.neutral.is_file():
         parser.error(f"--neutral {args.neutral}: no such results file")
     new_learner = "averse" if args.learner == "averse" else "shrunk"  # whose seasons the NEW rows are
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
-    earlier = None if args.pool_with is None else json.loads(args.pool_with.read_text())
-    if earlier is not None:
-        check_same_design(earlier, args.pool_with.name, new_learner)
-        check_disjoint(cells, earlier, args.pool_with.name)
+    earlier = [(path.name, json.loads(path.read_text())) for path in args.pool_with]
+    check_pool(cells, earlier, new_learner)
     if baseline is not None and "plain_source" in baseline:
         raise SystemExit(f"{args.baseline}: written by this version; --baseline takes a pre-shrinkage results file")
     neutral = None if args.neutral is None else json.loads(args.neutral.read_text())
@@ -982,10 +995,11 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     text = markdown(result, meta)
-    if earlier is not None:
-        pooled = pooled_null(result, earlier)
-        result["pooled_null"] = {"with": args.pool_with.name, "rows": pooled}
-        text += pooled_markdown(pooled, args.pool_with.name)
+    if earlier:
+        names = [name for name, _ in earlier]
+        pooled = pooled_null(result, [data for _, data in earlier])
+        result["pooled_null"] = {"with": names[0] if len(names) == 1 else names, "rows": pooled}
+        text += pooled_markdown(pooled, names)
     print(text)
     target = RESULTS if args.update_results else args.out
     target.mkdir(parents=True, exist_ok=True)

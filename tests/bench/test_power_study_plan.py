@@ -10,6 +10,7 @@ from benchmarks.power_study import (
     Season,
     check_disjoint,
     check_neutral,
+    check_pool,
     check_same_design,
     check_seasons_config,
     design_config,
@@ -57,10 +58,39 @@ def test_pooling_adds_the_null_counts_of_two_runs_without_a_shared_season() -> N
     }
     cells = parse_cells("0.0:100:20-79")
     check_disjoint(cells, earlier, "results.json")
-    rows = pooled_null({"cells": {"0.0:100": _null_cell(60, 1)}}, earlier)
+    rows = pooled_null({"cells": {"0.0:100": _null_cell(60, 1)}}, [earlier])
     assert [(r["n"], r["single"], r["season"], r["seasons"]) for r in rows] == [(100, 0, 1, 80)]  # only the null cells
     assert 0.0 < rows[0]["season_upper"] < 0.1
-    assert "| 100 | 60 | 20 | 0 of 80 | 1 of 80 |" in pooled_markdown(rows, "results.json")
+    assert "| 100 | 60 | 20 | 0 of 80 | 1 of 80 |" in pooled_markdown(rows, ["results.json"])
+
+
+def test_an_extension_run_in_parts_pools_every_part_once() -> None:
+    first = {
+        "meta": {"arguments": "--learner averse --cells 0.0:100:31", "learner_config": design_config("averse")},
+        "cells": {"0.0:100": _null_cell(31, 0), "0.03:100": _null_cell(20, 4)},
+    }
+    part = {
+        "meta": {"arguments": "--learner averse --cells 0.0:100:31-70", "learner_config": design_config("averse")},
+        "cells": {"0.0:100": _null_cell(40, 1)},
+    }
+    cells = parse_cells("0.0:100:71-124")
+    check_pool(cells, [("averse.json", first), ("part-1.json", part)], "averse")
+    rows = pooled_null({"cells": {"0.0:100": _null_cell(54, 0)}}, [first, part])
+    assert [(r["this_run"], r["earlier"], r["season"], r["seasons"]) for r in rows] == [(54, 71, 1, 125)]
+    assert "this run pooled with `averse.json`, `part-1.json`" in pooled_markdown(rows, ["averse.json", "part-1.json"])
+    with pytest.raises(SystemExit, match="--pool-with part-1.json and averse.json: they hold the same seasons"):
+        check_pool(
+            cells,
+            [
+                ("averse.json", first),
+                ("part-1.json", first | {"meta": part["meta"] | {"arguments": "--cells 0.0:100:30-40"}}),
+            ],
+            "averse",
+        )
+    with pytest.raises(SystemExit, match="another design"):
+        check_pool(
+            cells, [("results.json", {**first, "meta": {**first["meta"], "learner_config": design_config()}})], "averse"
+        )
 
 
 def test_pooling_refuses_runs_that_share_a_season_or_whose_seeds_are_unknown() -> None:
