@@ -80,9 +80,11 @@ def synthetic_record(
     judged: int | None = None,
     shuffle: bool = False,
     method: str = "structured_evaluation",
+    checksum: str | None = None,
 ) -> RelevanceRecord:
     """Labels for the first ``judged`` candidates (all by default); ``shuffle`` permutes the
-    labels among those candidates (the null control: same label counts, no signal)."""
+    labels among those candidates (the null control: same label counts, no signal). ``checksum``:
+    the receipt's checksum where the caller already holds it (computed here otherwise)."""
     nodes = [c.node_id for c in receipt.candidates][: judged or len(receipt.candidates)]
     labels = [n in relevant for n in nodes]
     if shuffle:
@@ -95,7 +97,7 @@ def synthetic_record(
         method=method,
         owner=receipt.owner,
         recorded_at=SYNTHETIC_CLOCK,
-        receipt_checksum=hashlib.sha256(receipt_bytes(receipt)).hexdigest(),
+        receipt_checksum=checksum or hashlib.sha256(receipt_bytes(receipt)).hexdigest(),
         scope_key=scope_key(receipt.scopes),
     )
 
