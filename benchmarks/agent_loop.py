@@ -38,12 +38,21 @@ from typing import Any
 import anyio
 
 from benchmarks.common import DEFAULT_PG
-from benchmarks.locomo_learning import _resources, _stored_artifact, learn_partition, store_url_for, temporary_instance
+from benchmarks.locomo_learning import (
+    _resources,
+    _stored_artifact,
+    add_policy_option,
+    learn_partition,
+    run_policy,
+    store_url_for,
+    temporary_instance,
+)
 from benchmarks.locomo_nightly import split_nights
 from prme_assets.cli import run_guarded
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.interrupts import StopSignals
 from prme_assets.partitions import encode_target
+from prme_assets.resources import LearningPolicyResource
 from prme_core.datasets.locomo import (
     LOCOMO_SCOPE,
     Conversation,
@@ -163,7 +172,15 @@ async def answer_questions(
 
 
 def run_season(
-    conv: Conversation, agent: Agent, *, nights: int, store: str, seed: int, stop: StopSignals, say: Any
+    conv: Conversation,
+    agent: Agent,
+    *,
+    nights: int,
+    store: str,
+    seed: int,
+    stop: StopSignals,
+    say: Any,
+    policy: LearningPolicyResource | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     split = split_questions(conv)
@@ -172,7 +189,7 @@ def run_season(
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     with store_url_for(store) as (url, _), temporary_instance() as instance, stop.runs_on(instance):
-        resources = _resources(url, "hashed")
+        resources = _resources(url, "hashed", policy)
         with MemoryClient(url) as client:
             load_conversation(client, conv)
             register_holdout(client, conv, split.holdout, limit=LIMIT)  # the operator's act
@@ -218,6 +235,14 @@ def run_season(
     }
 
 
+def _policy_sentence(overrides: dict[str, Any]) -> str:
+    if not overrides:
+        return "The learning policy is the default."
+    return (
+        "The learning policy is the default but " + ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items())) + "."
+    )
+
+
 def markdown(seasons: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Agent-loop benchmark",
@@ -228,7 +253,8 @@ def markdown(seasons: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "MCP client (streamable HTTP): `memory_search`, then `memory_judge` with the evidence turns it used; the "
         f"learning job runs through Dagster after each of {meta['nights']} nights. Agents run: "
         + ", ".join(AGENT_TEXT[a] for a in meta.get("agents", AGENT_TEXT))
-        + ".",
+        + ". "
+        + _policy_sentence(meta.get("policy_overrides") or {}),
         "",
         "| owner | agent | feedback questions | usable judgments | judged until the first activation | holdout NDCG@10 "
         "before → after |",
@@ -265,6 +291,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--out", type=Path, default=None)
     group.add_argument("--update-results", action="store_true")
+    add_policy_option(p)
     return p
 
 
@@ -277,6 +304,7 @@ AGENT_TEXT = {
 
 def run(options: argparse.Namespace, stop: StopSignals) -> dict[str, Any]:
     started = time.perf_counter()
+    overrides, policy = run_policy(options)  # checked before any season runs
     conversations = read_locomo(find_locomo_data(options.data))
     owners = select(conversations, options.owners.split(",") if options.owners else None)
     if options.tenant:
@@ -293,6 +321,7 @@ def run(options: argparse.Namespace, stop: StopSignals) -> dict[str, Any]:
                     seed=options.seed,
                     stop=stop,
                     say=print,
+                    policy=policy,
                 )
             )
     meta = {
@@ -300,6 +329,7 @@ def run(options: argparse.Namespace, stop: StopSignals) -> dict[str, Any]:
         "nights": options.nights,
         "limit": LIMIT,
         "agents": options.agents.split(","),
+        "policy_overrides": overrides,
         "command": " ".join(["python -m benchmarks.agent_loop", *getattr(options, "argv", [])]),
     }
     out = RESULTS if options.update_results else (options.out or SCRATCH)
