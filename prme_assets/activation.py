@@ -260,6 +260,12 @@ def partitions_to_examine(partitions: list[str], cursor: str | None) -> list[str
     return (ordered[start:] + ordered[:start])[:ACTIVATION_TICK_LIMIT]
 
 
+def _active_profile_id(prme_store: PrmeStoreResource, owner: str, scopes: tuple[str, ...]) -> str | None:
+    with prme_store.client() as client:
+        active = client.get_active_ranking_profile(owner, scopes)
+    return None if active is None else str(active.profile_id)
+
+
 def activation_request(
     instance: dg.DagsterInstance, partition: str, prme_store: PrmeStoreResource
 ) -> dg.RunRequest | str:
@@ -267,15 +273,16 @@ def activation_request(
     materialization = latest_materialization(instance, "candidate_profile", partition)
     if materialization is None:
         return "no candidate profile"
-    failed = [
-        c.name
-        for c in latest_checks(instance, GATE_CHECKS, partition)
-        if not c.passed or c.run_id != materialization.run_id
-    ]
-    if failed:
-        return f"gates not passed for the newest candidate profile: {', '.join(failed)}"
+    checks = latest_checks(instance, GATE_CHECKS, partition)
+    failed = [c.name for c in checks if not c.passed or c.run_id != materialization.run_id]
     profile_id = materialization.metadata.get("profile_id")
     owner, scopes = decode_target(partition)
+    if failed:
+        later = any(c.run_id is not None and c.run_id != materialization.run_id for c in checks)
+        if later and profile_id is not None and _active_profile_id(prme_store, owner, scopes) == profile_id:
+            # the newest candidate already serves: the gates that did not pass are a later run's proposal's
+            return f"already active; no later proposal passed every gate (not passed: {', '.join(failed)})"
+        return f"gates not passed for the newest candidate profile: {', '.join(failed)}"
     with prme_store.client() as client:
         active = client.get_active_ranking_profile(owner, scopes)
         status = client.get_ranking_profile(profile_id, owner)

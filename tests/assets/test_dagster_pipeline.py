@@ -79,6 +79,16 @@ def test_a_partition_with_real_signal_goes_all_the_way_to_an_applied_profile(lab
     with MemoryClient(lab_url) as client:
         assert len(client.ranking_profile_history(OWNER, SCOPES)) == 1  # the rerun was a no-op
     assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == "already active"
+    # a later night's proposal refused offline: the reason says the newest candidate serves already
+    offline = next((asset, name) for asset, name in GATE_CHECKS if asset == "ranking_proposal")
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey(offline[0]), check_name=offline[1], passed=False, partition=PARTITION
+        )
+    )
+    assert activation_request(instance, PARTITION, lab_resources(lab_url)["prme_store"]) == (
+        f"already active; no later proposal passed every gate (not passed: {offline[1]})"
+    )
 
 
 def _activation_metadata(result):
