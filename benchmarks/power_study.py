@@ -969,7 +969,8 @@ def main(argv: list[str] | None = None) -> int:
         else f"The plain designs' rows of {len(from_baseline)} cells ({', '.join(from_baseline)}) are the "
         f"committed pre-shrinkage study's ({baseline['meta']['seasons']} owner-seasons, "  # type: ignore[index]
         "its `today`, `v3` and `new`): the same draws and the same code for the plain learner, "
-        "with that study's season counts (column `plain_seasons` in results.json)."
+        "with that study's season counts (column `plain_seasons` in "
+        f"{args.results_name}.json)."
     )
     meta = {
         # how to regenerate: the seasons' own arguments (where they were kept and whether this call ran them change nothing)
