@@ -43,6 +43,7 @@ from benchmarks.locomo_learning import (
     _stored_artifact,
     add_policy_option,
     learn_partition,
+    overrides_text,
     run_policy,
     store_url_for,
     temporary_instance,
@@ -238,9 +239,7 @@ def run_season(
 def _policy_sentence(overrides: dict[str, Any]) -> str:
     if not overrides:
         return "The learning policy is the default."
-    return (
-        "The learning policy is the default but " + ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items())) + "."
-    )
+    return f"The learning policy is the default but {overrides_text(overrides)}."
 
 
 def markdown(seasons: list[dict[str, Any]], meta: dict[str, Any]) -> str:

@@ -162,6 +162,11 @@ def add_policy_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def overrides_text(overrides: dict[str, Any]) -> str:
+    """``--policy`` overrides as a report names them: ``field = value, …`` in field order."""
+    return ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items()))
+
+
 def run_policy(options: argparse.Namespace) -> tuple[dict[str, Any], LearningPolicyResource]:
     """The run's ``--policy`` overrides and the policy they make, checked before anything runs;
     the committed results are the default policy's, so ``--update-results`` refuses overrides."""

@@ -53,6 +53,7 @@ from benchmarks.locomo_learning import (
     choose_embedding,
     embedder_named,
     learn_partition,
+    overrides_text,
     run_policy,
     store_url_for,
     temporary_instance,
@@ -546,7 +547,7 @@ def _policy_words(options: dict[str, Any]) -> str:
     overrides = options.get("policy_overrides") or {}
     if not overrides:
         return "default learning policy"
-    return "learning policy: the defaults but " + ", ".join(f"{k} = {v}" for k, v in sorted(overrides.items()))
+    return "learning policy: the defaults but " + overrides_text(overrides)
 
 
 def _tenant_words(options: dict[str, Any]) -> str:
