@@ -49,6 +49,7 @@ from benchmarks.locomo_learning import (
     temporary_instance,
 )
 from benchmarks.locomo_nightly import split_nights
+from benchmarks.locomo_report import policy_changes
 from prme_assets.cli import run_guarded
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.interrupts import StopSignals
@@ -236,10 +237,13 @@ def run_season(
     }
 
 
-def _policy_sentence(overrides: dict[str, Any]) -> str:
-    if not overrides:
+def _policy_sentence(meta: dict[str, Any]) -> str:
+    """The run's policy against today's defaults where the run recorded it whole; a run recorded
+    before that names its ``--policy`` overrides of the defaults of its day."""
+    changes = policy_changes(meta["policy"]) if "policy" in meta else meta.get("policy_overrides") or {}
+    if not changes:
         return "The learning policy is the default."
-    return f"The learning policy is the default but {overrides_text(overrides)}."
+    return f"The learning policy is the default but {overrides_text(changes)}."
 
 
 def markdown(seasons: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -253,7 +257,7 @@ def markdown(seasons: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"learning job runs through Dagster after each of {meta['nights']} nights. Agents run: "
         + ", ".join(AGENT_TEXT[a] for a in meta.get("agents", AGENT_TEXT))
         + ". "
-        + _policy_sentence(meta.get("policy_overrides") or {}),
+        + _policy_sentence(meta),
         "",
         "| owner | agent | feedback questions | usable judgments | judged until the first activation | holdout NDCG@10 "
         "before → after |",
@@ -329,6 +333,7 @@ def run(options: argparse.Namespace, stop: StopSignals) -> dict[str, Any]:
         "limit": LIMIT,
         "agents": options.agents.split(","),
         "policy_overrides": overrides,
+        "policy": policy.model_dump(mode="json"),
         "command": " ".join(["python -m benchmarks.agent_loop", *getattr(options, "argv", [])]),
     }
     out = RESULTS if options.update_results else (options.out or SCRATCH)

@@ -59,7 +59,7 @@ from benchmarks.locomo_learning import (
     temporary_instance,
 )
 from benchmarks.locomo_null import shuffled_labels
-from benchmarks.locomo_report import GATE_NAMES, PASSED_HOLDOUT, PASSED_OFFLINE
+from benchmarks.locomo_report import GATE_NAMES, PASSED_HOLDOUT, PASSED_OFFLINE, policy_changes
 from prme_assets.cli import run_guarded
 from prme_assets.demo.data import find_locomo_data
 from prme_assets.interrupts import StopSignals
@@ -539,15 +539,21 @@ def check_report(report: dict[str, Any]) -> None:
 # --- report files -------------------------------------------------------------------------------
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{part} / {whole} ({part / whole:.1%})" if whole else f"{part} / 0"
 
 
-def _policy_words(options: dict[str, Any]) -> str:
-    overrides = options.get("policy_overrides") or {}
-    if not overrides:
+def _policy_words(report: dict[str, Any]) -> str:
+    """The run's learning policy against today's defaults (the recorded policy, so a report
+    re-rendered after a default changed names what its run differs in)."""
+    changes = policy_changes(report["policy"])
+    if not changes:
         return "default learning policy"
-    return "learning policy: the defaults but " + overrides_text(overrides)
+    return "learning policy: the defaults but " + overrides_text(changes)
 
 
 def _tenant_words(options: dict[str, Any]) -> str:
@@ -563,9 +569,9 @@ def markdown(report: dict[str, Any]) -> str:
         "# LoCoMo nightly-replay benchmark",
         "",
         f"Generated {report['created_at']} by `python -m benchmarks.locomo_nightly` on {report['data']['name']} "
-        f"(data sha256 `{report['data']['sha256'][:16]}…`; {len(report['data']['owners'])} owners: "
+        f"(data sha256 `{report['data']['sha256'][:16]}…`; {_count(len(report['data']['owners']), 'owner')}: "
         f"{', '.join(report['data']['owners'])}{_tenant_words(o)}), embedding **{report['embedding']}**, "
-        f"{o['nights']} nights per season, {o['seeds']} null seeds, limit {o['limit']}, {_policy_words(o)}. "
+        f"{o['nights']} nights per season, {o['seeds']} null seeds, limit {o['limit']}, {_policy_words(report)}. "
         f"{report['data']['source']} (read at run time, not copied here).",
         "",
         "Each owner-season: a fresh store and Dagster instance; the conversation stored and its holdout "

@@ -674,10 +674,17 @@ def _default_policy() -> dict[str, Any]:
     return LearningPolicyResource().model_dump()
 
 
+def policy_changes(policy: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a recorded learning policy whose value is not today's default's (a report
+    rendered after a default changed names the field its run differs in); a field the policy
+    predates counts as None (e.g. ``shrinkage_risk_aversion``: the risk-neutral choice)."""
+    default = _default_policy()
+    return {k: policy.get(k) for k in sorted({*default, *policy}) if default.get(k) != policy.get(k)}
+
+
 def _policy_kind(policy: dict[str, Any]) -> str:
     """ "the default", or "a NON-DEFAULT" naming each field that differs from the default's value."""
-    default = _default_policy()
-    differs = {k: v for k, v in policy.items() if default.get(k) != v}
+    differs = policy_changes(policy)
     if not differs:
         return "the default"
     return "a NON-DEFAULT (" + ", ".join(f"{k}={v}" for k, v in sorted(differs.items())) + ")"

@@ -17,8 +17,8 @@ complete pool, the per-group metrics summarized by ``learning.full_retrieval.sum
 (``learning.gates``): *today* (report version 2: bootstrap and sign-flip at 2.5% on both gates)
 and *new* (report version 3: the offline gate over the validation groups and the cross-fitted
 training groups, then the confirming holdout with its error budget spent over the partition's
-proposals; the shrunk learner at today's 15% validation share, the proposal checked by its
-validation interval). *share30* is the previous study's *new* (the same gates and learner at a
+proposals; the shrunk learner, its factor chosen risk-averse, at today's 15% validation share,
+the proposal checked by its validation interval). *share30* is the previous study's *new* (the same gates and learner at a
 30% share, the proposal checked by its validation mean), read from its committed results
 (``--previous``). *Ideal* is the reference of one paired
 sign-flip test at 2.5% of the planted profile itself on all the labels so far (no fit, no split).
@@ -64,14 +64,18 @@ LEARNERS = {
     "plain": LearningConfig(search_starts=8, shrinkage_grid=(1.0,), shrinkage_folds=3),
     "shrunk": LearningConfig(search_starts=8),
     "averse": LearningConfig(search_starts=8, shrinkage_risk_aversion=1.0),
+    "neutral": LearningConfig(search_starts=8, shrinkage_risk_aversion=0.0),
 }
 """The learning configurations a season can run: the defaults but for 8 random starts of the pool
 search instead of 32, so that the study's thousands of fits (each with its three cross-fitting
 folds) fit in a few hours on 2 cores (a weaker search can only make the proposals, not the gates,
 worse). ``plain`` is the learner before shrinkage (the search's point, a one-value grid);
 ``shrunk`` is today's default (the point shrunk toward the identity by inner folds, at today's
-15% validation share); ``averse`` is the same learner choosing its shrinkage factor risk-averse
-(``shrinkage_risk_aversion`` = 1: held-out NDCG less its held-out harm)."""
+15% validation share, the factor chosen risk-averse: held-out NDCG less 1 × its held-out harm,
+``config.RISK_DEFAULTS``); ``averse`` names the same configuration explicitly (the committed
+``averse`` study was run under that name before it became the default); ``neutral`` is the shrunk
+learner choosing its factor by held-out NDCG alone (``shrinkage_risk_aversion`` = 0: the default
+before, whose study is the committed ``results``)."""
 STUDY_CONFIG = LEARNERS["shrunk"]
 PLAIN_CONFIG = LEARNERS["plain"]
 
@@ -325,16 +329,19 @@ DESIGN_LABELS = {
     NEUTRAL: "neutral (the shrunk learner choosing its factor by held-out NDCG alone, with the v4 gates and a "
     "15% validation share) — the study before risk-averse shrinkage, its rows read from that study's results "
     "(`--neutral`)",
-    NEW: "new (the shrunk learner — the proposal and each fold's pulled toward the identity by a factor that "
-    "inner folds of their own training groups choose — with the v4 gates and a 15% validation share, so the "
-    "proposal fits on 85% of the judged groups)",
+    NEW: "new (the shrunk learner choosing its factor risk-averse: the inner folds' held-out NDCG less 1 × their "
+    "held-out harm, `shrinkage_risk_aversion` = 1 — with the v4 gates and a 15% validation share)",
     IDEAL: "ideal (one paired sign-flip test at 2.5% of the planted profile on all labels)",
 }
-AVERSE_NEW_LABEL = (
-    "new (the shrunk learner choosing its factor risk-averse: the inner folds' held-out NDCG less 1 × their "
-    "held-out harm, `shrinkage_risk_aversion` = 1 — with the v4 gates and a 15% validation share)"
-)
-"""NEW's label when the new rows are the ``averse`` learner's seasons (``--learner averse``)."""
+NEW_LABELS = {
+    "shrunk": DESIGN_LABELS[NEW],
+    "averse": DESIGN_LABELS[NEW],
+    "neutral": "new (the risk-neutral shrunk learner — the proposal and each fold's pulled toward the identity by "
+    "the factor with the best held-out NDCG on inner folds of their own training groups — with the v4 gates and a "
+    "15% validation share, so the proposal fits on 85% of the judged groups)",
+}
+"""NEW's label by whose seasons the new rows are (``meta.new_learner``, ``--learner``): today's
+default and its explicit name are risk-averse; ``neutral`` is the learner before that default."""
 GATED = (TODAY, V3, GATES, SHARE30, NEUTRAL, NEW)
 PLAIN_DESIGNS = (TODAY, V3, GATES)
 """Designs judged on the plain learner's seasons; NEW and IDEAL on the shrunk learner's."""
@@ -564,7 +571,7 @@ def _volume(x: float | None, top: int) -> str:
 def markdown(result: dict, meta: dict) -> str:
     cells, n80 = result["cells"], result["n80"]
     designs = [d for d in DESIGNS if any(d in c for c in cells.values())]  # an earlier file's slot may be empty
-    labels = {**DESIGN_LABELS, NEW: AVERSE_NEW_LABEL} if meta.get("new_learner") == "averse" else DESIGN_LABELS
+    labels = {**DESIGN_LABELS, NEW: NEW_LABELS[meta.get("new_learner", "shrunk")]}
     deltas = sorted({float(k.split(":")[0]) for k in cells})
     volumes = sorted({int(k.split(":")[1]) for k in cells})
     top = {d: max(int(k.split(":")[1]) for k in cells if float(k.split(":")[0]) == d) for d in deltas}
@@ -724,6 +731,14 @@ def design_config(learner: str = "shrunk") -> dict:
     return LEARNERS[learner].resolved().model_dump(mode="json")
 
 
+def same_learner(recorded: dict) -> dict:
+    """A recorded learner configuration as a design: a risk aversion left unset (None, recorded
+    before the risk-averse default) chooses exactly as 0 does, so it compares as 0."""
+    if recorded.get("shrinkage_risk_aversion") is None:
+        return {**recorded, "shrinkage_risk_aversion": 0.0}
+    return recorded
+
+
 def check_same_design(earlier: dict, name: str, learner: str = "shrunk") -> None:
     """Refuse to pool with a results file of another design: its recorded learner configuration
     must be this run's (``learner``'s). A file that records none (written before the study recorded
@@ -734,7 +749,7 @@ def check_same_design(earlier: dict, name: str, learner: str = "shrunk") -> None
             f"--pool-with {name}: it records no learner configuration, so its design is unknown; "
             "pool only with a results file written since the study records one (meta.learner_config)"
         )
-    ours = design_config(learner)
+    recorded, ours = same_learner(recorded), same_learner(design_config(learner))
     differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
     if differ:
         shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
@@ -764,10 +779,10 @@ def check_neutral(neutral: dict, name: str, learner: str) -> None:
 def check_seasons_config(seasons: list[Season], learner: str = "shrunk") -> None:
     """Refuse seasons whose reports were fitted with another configuration than this code's
     ``learner`` (e.g. pickles an earlier version left in ``--out``)."""
-    ours = design_config(learner)
+    ours = same_learner(design_config(learner))
     for season in seasons:
         for look in season.looks:
-            if look.offline and look.offline["config"] != ours:
+            if look.offline and same_learner(look.offline["config"]) != ours:
                 raise SystemExit(
                     f"season d{season.delta:.2f}_n{season.n}_s{season.seed}: fitted with another configuration "
                     "than this code's; move its folder aside or pass another --out"
@@ -893,9 +908,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", help="instead of a plan: delta:n:seeds,… e.g. 0.03:400:20,0.0:400:24")
     parser.add_argument(
         "--learner",
-        choices=("shrunk", "averse", "plain", "both"),
+        choices=("shrunk", "averse", "neutral", "plain", "both"),
         default="both",
-        help="whose seasons to run: the shrunk learner's (NEW), the risk-averse shrunk learner's (NEW instead), "
+        help="whose seasons to run: the shrunk learner's (NEW; risk-averse, today's default), the same under "
+        "its explicit name (averse), the risk-neutral shrunk learner's (NEW instead: the default before), "
         "the plain one's (today, v3, gates) or both (shrunk and plain)",
     )
     parser.add_argument(
@@ -916,7 +932,8 @@ def main(argv: list[str] | None = None) -> int:
         "--neutral",
         type=Path,
         help="a results file of the risk-neutral shrunk learner with the same draws (e.g. the committed "
-        "benchmarks/results/power/results.json before the risk-averse study): the neutral design's rows",
+        "benchmarks/results/power/results.json, the study before the risk-averse default): the neutral "
+        "design's rows",
     )
     parser.add_argument(
         "--pool-with",
@@ -924,15 +941,17 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="a results file of the same design (its meta.learner_config) with other seeds (e.g. "
-        "benchmarks/results/power/results.json): the δ = 0 cells' false activations pooled with this run's "
+        "benchmarks/results/power/averse.json): the δ = 0 cells' false activations pooled with this run's "
         "(repeat it to pool several runs, e.g. an extension run in parts)",
     )
     parser.add_argument("--analyze-only", action="store_true")
     parser.add_argument("--update-results", action="store_true")
     parser.add_argument(
         "--results-name",
-        default="results",
-        help="file stem of what --update-results writes under benchmarks/results/power/ (e.g. for an extension run)",
+        default="averse",
+        help="file stem of what --update-results writes under benchmarks/results/power/ (default averse: the "
+        "committed study of today's design; results is the risk-neutral study's, before the default changed; "
+        "another stem for an extension run)",
     )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9_-]+", args.results_name):
@@ -942,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--pool-with {path}: no such results file")
     if args.neutral is not None and not args.neutral.is_file():
         parser.error(f"--neutral {args.neutral}: no such results file")
-    new_learner = "averse" if args.learner == "averse" else "shrunk"  # whose seasons the NEW rows are
+    new_learner = args.learner if args.learner in ("averse", "neutral") else "shrunk"  # whose seasons NEW's rows are
     cells = parse_cells(args.cells) if args.cells else plan(DELTAS, VOLUMES, args.quick, args.medium)
     baseline = json.loads(args.baseline.read_text()) if args.baseline.exists() else None
     earlier = [(path.name, json.loads(path.read_text())) for path in args.pool_with]

@@ -21,6 +21,7 @@ from prme_core.errors import InvalidInput
 from prme_core.learning.config import (
     POOL_DEFAULTS,
     PROPOSAL_DEFAULTS,
+    RISK_DEFAULTS,
     SHRINKAGE_DEFAULTS,
     V3_DEFAULTS,
     LearningConfig,
@@ -100,9 +101,9 @@ class LearningPolicyResource(dg.ConfigurableResource):
     shrinkage_folds: int = SHRINKAGE_DEFAULTS["shrinkage_folds"]  # type: ignore[assignment]
     shrinkage_grid: list[float] = list(SHRINKAGE_DEFAULTS["shrinkage_grid"])  # type: ignore[call-overload]
     """Factors a pool proposal may be shrunk toward the identity by (ending at 1.0; ``[1.0]``: off)."""
-    shrinkage_risk_aversion: float | None = None
+    shrinkage_risk_aversion: float = RISK_DEFAULTS["shrinkage_risk_aversion"]
     """A risk-averse choice of that factor: the inner folds' held-out NDCG less this multiple of
-    their held-out harm (0 to 10; unset: the best held-out NDCG alone)."""
+    their held-out harm (0 to 10; 1 by default; 0: the best held-out NDCG alone, risk-neutral)."""
     proposal_check: str = PROPOSAL_DEFAULTS["proposal_check"]
     """What the offline gate asks of the proposal's own validation gain: ``interval`` (its bootstrap
     interval reaches 0) or ``mean`` (its mean is not negative)."""

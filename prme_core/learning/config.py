@@ -67,6 +67,15 @@ SHRINKAGE_DEFAULTS = {"shrinkage_folds": 3, "shrinkage_grid": (0.5, 0.75, 1.0)}
 """What a report written since shrinkage came records when the caller leaves it unset: the
 factors a pool proposal is shrunk toward the identity by, and the inner folds that choose one
 (``pool_fit.shrunk_search``). A report without them was fitted without shrinkage."""
+RISK_DEFAULTS = {"shrinkage_risk_aversion": 1.0}
+"""What a report written since the risk-averse default records when the caller leaves the shrinkage
+choice's risk aversion unset: 1, a unit of NDCG a group loses counted twice (``pool_fit``). On the
+planted-effect power study a 10-night season reaches 80% activation at a true +0.03 with about 294
+judged queries, against 336 risk-neutral, and no δ = 0 season of 125 per volume activated
+(``benchmarks/results/power/averse.md``); on the development LoCoMo tenant the nightly schedule
+activates where the risk-neutral learner never did. A report written before it records None
+(risk-neutral) and keeps meaning that: only a new fit resolves the default; 0 chooses the
+risk-neutral learner explicitly."""
 MAX_SHRINKAGE_FACTORS = 21
 MAX_RISK_AVERSION = 10.0
 """Upper bound of ``shrinkage_risk_aversion`` (losses counted up to 11 times the gains)."""
@@ -84,7 +93,7 @@ class LearningConfig(EvolvingModel):
         *V3_DEFAULTS,
         *SHRINKAGE_DEFAULTS,
         *PROPOSAL_DEFAULTS,
-        "shrinkage_risk_aversion",
+        *RISK_DEFAULTS,
     )
 
     seed: int = DEFAULT_SEED
@@ -136,8 +145,9 @@ class LearningConfig(EvolvingModel):
     """Pool fits: a risk-averse choice of the shrinkage factor. The inner folds also measure each
     factor's held-out harm (the judged NDCG the groups that lose give up against the identity,
     over all the groups), and the factor with the best held-out NDCG *less this multiple of its
-    harm* wins: a unit a group loses counts 1 + this much, a unit gained once. None: the best
-    held-out NDCG alone (risk-neutral, what reports before the field chose by)."""
+    harm* wins: a unit a group loses counts 1 + this much, a unit gained once; 0 is the best
+    held-out NDCG alone (risk-neutral). A new report records it resolved (``RISK_DEFAULTS``: 1);
+    None in a report written before the default means risk-neutral, as those reports chose."""
 
     proposal_check: ProposalCheck | None = None
     """Version 3: what the offline gate asks of the proposal's own validation gain (``ProposalCheck``;
@@ -160,5 +170,5 @@ class LearningConfig(EvolvingModel):
 
     def resolved(self) -> LearningConfig:
         """This configuration with every field explicit (as a new report records it)."""
-        defaults = {**POOL_DEFAULTS, **V3_DEFAULTS, **SHRINKAGE_DEFAULTS, **PROPOSAL_DEFAULTS}
+        defaults = {**POOL_DEFAULTS, **V3_DEFAULTS, **SHRINKAGE_DEFAULTS, **PROPOSAL_DEFAULTS, **RISK_DEFAULTS}
         return self.model_copy(update={k: v for k, v in defaults.items() if getattr(self, k) is None})

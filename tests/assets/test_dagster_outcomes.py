@@ -5,6 +5,7 @@ an integrity failure fails the run. Either way no profile is created or activate
 import json
 
 import dagster as dg
+import pytest
 
 from prme_assets.activation import activation_request
 from prme_assets.check_records import latest_checks
@@ -119,25 +120,32 @@ def test_an_offline_no_improvement_ends_the_run_successfully_before_the_holdout(
     assert (json.loads(meta["shrinkage_grid"]), meta["shrinkage_folds"]) == (grid, 3)
     assert meta["shrinkage_factor"] in grid and len(json.loads(meta["shrinkage_inner_ndcg"])) == len(grid)
     assert len(folds) == 3 and set(folds) <= set(grid)
-    assert (meta["shrinkage_risk_aversion"], meta["shrinkage_inner_harm"]) == ("—", "—")  # risk-neutral: none
+    # the default's risk-averse choice: each factor's held-out harm beside its NDCG (RISK_DEFAULTS)
+    harm = json.loads(meta["shrinkage_inner_harm"])
+    assert meta["shrinkage_risk_aversion"] == 1.0 and len(harm) == len(grid)
     assert _no_profiles(lab_url) and isinstance(_refused(lab_url, instance), str)
 
 
-def test_a_risk_averse_policy_shows_each_shrinkage_factors_inner_harm_on_the_offline_check(lab_url, instance):
+@pytest.mark.parametrize("aversion", [1.0, 0.0])
+def test_the_offline_check_shows_each_shrinkage_factors_inner_harm_and_the_choice_its_risk_aversion_makes(
+    lab_url, instance, aversion
+):
+    """Risk-averse (the default's 1) or risk-neutral (0, the default before): the check shows the
+    held-out NDCG and harm of every factor and the factor the risk-adjusted score picks."""
     make_lab(lab_url, signal="mixed")
     resources = {
         **lab_resources(lab_url),
-        "learning_policy": LearningPolicyResource(**SMALL_LAB_POLICY, shrinkage_risk_aversion=1.0),
+        "learning_policy": LearningPolicyResource(**SMALL_LAB_POLICY, shrinkage_risk_aversion=aversion),
     }
     result = run_lab(lab_url, instance, resources=resources)
     assert result.success
     _, meta = check_evaluation(result, "offline_gate_passed")
     grid, harm = json.loads(meta["shrinkage_grid"]), json.loads(meta["shrinkage_inner_harm"])
     ndcg = json.loads(meta["shrinkage_inner_ndcg"])
-    assert meta["shrinkage_risk_aversion"] == 1.0 and len(harm) == len(ndcg) == len(grid)
+    assert meta["shrinkage_risk_aversion"] == aversion and len(harm) == len(ndcg) == len(grid)
     assert all(h >= 0 for h in harm)
     # the factor the check shows is the one the risk-adjusted held-out score picks
-    assert meta["shrinkage_factor"] == choose_factor(grid, ndcg, harm, 1.0)
+    assert meta["shrinkage_factor"] == choose_factor(grid, ndcg, harm, aversion)
 
 
 def test_a_holdout_no_improvement_ends_the_run_successfully_without_a_profile(lab_url, instance):

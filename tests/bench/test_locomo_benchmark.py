@@ -230,11 +230,11 @@ def test_the_family_oracle_keeps_unity_when_an_owner_has_nothing_to_choose_on():
 def test_a_policy_override_reaches_the_run_and_is_named_in_its_report(tmp_path):
     code = locomo_learning.main(
         ["--data", str(DATA), "--conversations", "conv-30", "--null-seeds", "0", "--limit", "20"]
-        + ["--policy", "shrinkage_risk_aversion=1", "--out", str(tmp_path), "--no-chart"]
+        + ["--policy", "shrinkage_risk_aversion=0", "--out", str(tmp_path), "--no-chart"]
     )
     report = load_report(tmp_path / "results.json")
-    assert code == 0 and report.options["policy_overrides"] == {"shrinkage_risk_aversion": 1}
-    assert report.policy["shrinkage_risk_aversion"] == 1.0
+    assert code == 0 and report.options["policy_overrides"] == {"shrinkage_risk_aversion": 0}
+    assert report.policy["shrinkage_risk_aversion"] == 0.0  # the risk-neutral learner, not the default
     assert "NON-DEFAULT" in (tmp_path / "results.md").read_text()
     (owner,) = report.owners
     assert owner.offline.fit_path == "pool"

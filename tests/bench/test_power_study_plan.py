@@ -87,10 +87,9 @@ def test_an_extension_run_in_parts_pools_every_part_once() -> None:
             ],
             "averse",
         )
+    neutral = {**first, "meta": {**first["meta"], "learner_config": design_config("neutral")}}
     with pytest.raises(SystemExit, match="another design"):
-        check_pool(
-            cells, [("results.json", {**first, "meta": {**first["meta"], "learner_config": design_config()}})], "averse"
-        )
+        check_pool(cells, [("results.json", neutral)], "averse")
 
 
 def test_pooling_refuses_runs_that_share_a_season_or_whose_seeds_are_unknown() -> None:
@@ -112,12 +111,20 @@ def test_pooling_refuses_a_results_file_of_another_design_or_of_no_recorded_desi
 
 
 def test_the_committed_results_record_the_design_the_study_runs_today() -> None:
-    """Pooling a new run with the committed study needs its design on record (``--pool-with``)."""
+    """Pooling a new run with the committed study needs its design on record (``--pool-with``):
+    ``averse`` is the study of today's default learner, ``results`` the risk-neutral one's before it
+    (its risk aversion unset, which chooses as 0 does)."""
     import json
 
     from benchmarks.power_study import RESULTS
 
-    check_same_design(json.loads((RESULTS / "results.json").read_text()), "results.json")
+    assert design_config() == design_config("averse")
+    check_same_design(json.loads((RESULTS / "averse.json").read_text()), "averse.json")
+    neutral = json.loads((RESULTS / "results.json").read_text())
+    assert neutral["meta"]["learner_config"].get("shrinkage_risk_aversion") is None
+    check_same_design(neutral, "results.json", "neutral")
+    with pytest.raises(SystemExit, match=r"shrinkage_risk_aversion 0\.0 there, 1\.0 here"):
+        check_same_design(neutral, "results.json")
 
 
 def test_the_neutral_rows_must_come_from_the_risk_neutral_twin_of_the_averse_design() -> None:

@@ -14,7 +14,7 @@ from prme_core.errors import InvalidInput
 
 def test_the_arms_are_the_study_learner_and_the_same_learner_risk_averse():
     arms = {arm: c.resolved().model_dump(mode="json") for arm, c in risk_probe.arm_configs(2.0).items()}
-    assert arms["neutral"] == design_config()
+    assert arms["neutral"] == design_config("neutral")
     neutral, averse = arms["neutral"], arms["averse"]
     assert {k for k in {*neutral, *averse} if neutral.get(k) != averse.get(k)} == {"shrinkage_risk_aversion"}
     assert arms["averse"]["shrinkage_risk_aversion"] == 2.0

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from prme_core.learning import offline, pool_fit
-from prme_core.learning.config import SHRINKAGE_DEFAULTS, LearningConfig
+from prme_core.learning.config import RISK_DEFAULTS, SHRINKAGE_DEFAULTS, LearningConfig
 from prme_core.learning.observations import prepare
 from prme_core.learning.offline import evaluate_prepared
 from prme_core.learning.pool_fit import Parameters, choose_factor, inner_folds, shrink
@@ -122,7 +122,14 @@ def world_120():
 
 @pytest.fixture(scope="module")
 def report_120(world_120):
+    """The default learner's report: its shrinkage factor chosen risk-averse (``RISK_DEFAULTS``)."""
     return evaluate_prepared(_prepared(*world_120))
+
+
+@pytest.fixture(scope="module")
+def neutral_120(world_120):
+    """The same feedback fitted by the risk-neutral learner (the default before)."""
+    return evaluate_prepared(_prepared(*world_120, LearningConfig(shrinkage_risk_aversion=0.0)))
 
 
 def test_only_the_training_groups_reach_the_shrinkage_and_a_fold_never_sees_its_own(monkeypatch, world_120):
@@ -165,7 +172,7 @@ def test_a_report_records_each_choice_and_refuses_one_its_inner_folds_did_not_ma
     report = report_120
     assert report.config.shrinkage_grid == GRID and report.config.shrinkage_folds == 3
     assert len(report.shrinkage.inner_ndcg) == len(GRID) and len(report.crossfit_shrinkage) == 3
-    assert report.shrinkage.factor == choose_factor(GRID, report.shrinkage.inner_ndcg)
+    assert report.shrinkage.factor == choose_factor(GRID, report.shrinkage.inner_ndcg, report.shrinkage.inner_harm, 1.0)
     data = report.model_dump(mode="json")
     assert LearningEvaluation.model_validate(data) == report
     other = next(f for f in GRID if f != report.shrinkage.factor)
@@ -183,15 +190,18 @@ def test_a_report_records_each_choice_and_refuses_one_its_inner_folds_did_not_ma
 
 
 def test_a_risk_averse_report_records_each_factors_harm_and_refuses_a_choice_its_harm_did_not_make(
-    world_120, report_120
+    report_120, neutral_120
 ):
-    averse = evaluate_prepared(_prepared(*world_120, LearningConfig(shrinkage_risk_aversion=1.0)))
+    averse = report_120  # the default learner: risk-averse, α = 1, recorded resolved
+    assert averse.config.shrinkage_risk_aversion == RISK_DEFAULTS["shrinkage_risk_aversion"] == 1.0
     for choice in (averse.shrinkage, *averse.crossfit_shrinkage):
         assert len(choice.inner_harm) == len(GRID) and all(h >= 0.0 for h in choice.inner_harm)
         assert choice.factor == choose_factor(GRID, choice.inner_ndcg, choice.inner_harm, 1.0)
     # the same inner searches: the NDCG evidence is the risk-neutral report's, only the choice may differ
-    assert averse.shrinkage.inner_ndcg == report_120.shrinkage.inner_ndcg
-    assert report_120.shrinkage.inner_harm is None and report_120.config.shrinkage_risk_aversion is None
+    assert averse.shrinkage.inner_ndcg == neutral_120.shrinkage.inner_ndcg
+    assert averse.shrinkage.inner_harm == neutral_120.shrinkage.inner_harm
+    for choice in (neutral_120.shrinkage, *neutral_120.crossfit_shrinkage):  # α = 0: the best held-out NDCG
+        assert choice.factor == choose_factor(GRID, choice.inner_ndcg)
     data = averse.model_dump(mode="json")
     assert data["config"]["shrinkage_risk_aversion"] == 1.0
     assert LearningEvaluation.model_validate(data) == averse
@@ -207,11 +217,17 @@ def test_a_risk_averse_report_records_each_factors_harm_and_refuses_a_choice_its
             LearningEvaluation.model_validate(bad)
 
 
-def test_a_risk_neutral_report_serializes_without_the_risk_fields_so_older_records_keep_their_bytes(report_120):
-    data = report_120.model_dump(mode="json")
-    assert "shrinkage_risk_aversion" not in data["config"]
-    assert all("inner_harm" not in c for c in (data["shrinkage"], *data["crossfit_shrinkage"]))
-    assert LearningEvaluation.model_validate(data).model_dump(mode="json") == data
+def test_a_report_written_before_the_risk_averse_default_keeps_its_bytes_and_its_risk_neutral_meaning(neutral_120):
+    """An older report records no risk aversion and no harm (it chose by held-out NDCG alone): it
+    still validates, re-serializes to the same bytes, and is never re-resolved to the new default."""
+    data = neutral_120.model_dump(mode="json")
+    data["config"].pop("shrinkage_risk_aversion")
+    for choice in (data["shrinkage"], *data["crossfit_shrinkage"]):
+        choice.pop("inner_harm")
+    older = LearningEvaluation.model_validate(data)
+    assert older.config.shrinkage_risk_aversion is None and older.shrinkage.inner_harm is None
+    assert older.model_dump(mode="json") == data
+    assert older.shrinkage.factor == neutral_120.shrinkage.factor
 
 
 def test_the_judged_path_records_no_shrinkage_and_refuses_one():
