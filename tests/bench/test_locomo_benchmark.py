@@ -9,7 +9,8 @@ import pytest
 
 from benchmarks import locomo_learning
 from benchmarks.locomo_null import shuffled_snapshot
-from benchmarks.locomo_report import GATE_NAMES, RANKINGS, BenchmarkReport, load_report
+from benchmarks.locomo_report import GATE_NAMES, RANKINGS, BenchmarkReport, load_report, policy_changes
+from prme_assets.resources import LearningPolicyResource
 from prme_core import MemoryClient
 from prme_core.datasets.locomo import (
     load_conversation,
@@ -269,3 +270,13 @@ def test_a_gate_a_run_only_restated_is_not_reached_in_that_run():
     assert list(marks) == list(GATE_NAMES)
     assert marks["coverage_sufficient"] == "pass" and marks["offline_gate_passed"] == "fail"
     assert marks["holdout_gate_passed"] == "not reached" and marks["baseline_replay_exact"] == "not reached"
+
+
+def test_a_report_rendered_after_a_default_changed_names_what_its_run_differs_in():
+    """``policy_changes``: a recorded policy against today's defaults; a field the run predates
+    counts as None (a risk-neutral run recorded before ``shrinkage_risk_aversion`` existed)."""
+    default = LearningPolicyResource().model_dump(mode="json")
+    assert policy_changes(default) == {}
+    older = {k: v for k, v in default.items() if k != "shrinkage_risk_aversion"}
+    assert policy_changes(older) == {"shrinkage_risk_aversion": None}
+    assert policy_changes({**default, "max_p_value": 0.05}) == {"max_p_value": 0.05}
