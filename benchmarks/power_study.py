@@ -18,10 +18,10 @@ complete pool, the per-group metrics summarized by ``learning.full_retrieval.sum
 and *new* (report version 3: the offline gate over the validation groups and the cross-fitted
 training groups, then the confirming holdout with its error budget spent over the partition's
 proposals; the shrunk learner, its factor chosen risk-averse, at today's 15% validation share,
-the proposal checked by its validation interval). *share30* is the previous study's *new* (the same gates and learner at a
-30% share, the proposal checked by its validation mean), read from its committed results
-(``--previous``). *Ideal* is the reference of one paired
-sign-flip test at 2.5% of the planted profile itself on all the labels so far (no fit, no split).
+the proposal checked by its validation interval). *share30* is the previous study's *new* (the
+same gates and learner at a 30% share, the proposal checked by its validation mean), read from
+its committed results (``--previous``). *Ideal* is the reference of one paired sign-flip test at
+2.5% of the planted profile itself on all the labels so far (no fit, no split).
 
 A *single look* at n is the season's last night judged alone (look 1, nothing spent before);
 a *season* activates on the first night both gates pass, every nightly look counted.

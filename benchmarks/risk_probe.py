@@ -8,9 +8,9 @@ Run: ``python -m benchmarks.risk_probe [--cells 0.03:400:16,0.03:800:12,0.0:400:
 Each owner of a cell is the power study's draw for (δ, n, seed) (``benchmarks.power_world``),
 judged in one look at all n queries — exactly the study's last night of that season — and fitted
 twice on the same feedback: by the study's risk-neutral learner (the shrinkage choice that shipped
-before the risk-averse default, ``shrinkage_risk_aversion`` = 0) and by the same learner with ``shrinkage_risk_aversion`` α. Both arms go through the gates that
-ship (the version-3 offline gate as the study's *new* design re-derives it, then the holdout's
-first look). Paired: one draw, two fits; the table counts activations per arm and the owners
+before the risk-averse default, ``shrinkage_risk_aversion`` = 0) and by the same learner with
+``shrinkage_risk_aversion`` α. Both arms go through the gates that ship (the version-3 offline
+gate as the study's *new* design re-derives it, then the holdout's first look). Paired: one draw, two fits; the table counts activations per arm and the owners
 only one arm activated.
 """
 
