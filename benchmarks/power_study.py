@@ -739,6 +739,12 @@ def same_learner(recorded: dict) -> dict:
     return recorded
 
 
+def _differences(recorded: dict, ours: dict) -> str:
+    """Where two learner configurations differ, as the refusals name it ("" where they agree)."""
+    differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
+    return ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+
+
 def check_same_design(earlier: dict, name: str, learner: str = "shrunk") -> None:
     """Refuse to pool with a results file of another design: its recorded learner configuration
     must be this run's (``learner``'s). A file that records none (written before the study recorded
@@ -749,10 +755,8 @@ def check_same_design(earlier: dict, name: str, learner: str = "shrunk") -> None
             f"--pool-with {name}: it records no learner configuration, so its design is unknown; "
             "pool only with a results file written since the study records one (meta.learner_config)"
         )
-    recorded, ours = same_learner(recorded), same_learner(design_config(learner))
-    differ = sorted(k for k in set(recorded) | set(ours) if recorded.get(k) != ours.get(k))
-    if differ:
-        shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+    shown = _differences(same_learner(recorded), same_learner(design_config(learner)))
+    if shown:
         raise SystemExit(f"--pool-with {name}: another design ({shown}); pool only runs of the same configuration")
 
 
@@ -764,15 +768,12 @@ def check_neutral(neutral: dict, name: str, learner: str) -> None:
     recorded = neutral["meta"].get("learner_config")
     if recorded is None:
         raise SystemExit(f"--neutral {name}: it records no learner configuration, so its design is unknown")
-    aversion = recorded.get("shrinkage_risk_aversion")
-    if aversion not in (None, 0, 0.0):
+    recorded = same_learner(recorded)
+    aversion = recorded["shrinkage_risk_aversion"]
+    if aversion != 0.0:
         raise SystemExit(f"--neutral {name}: its learner is risk-averse (shrinkage_risk_aversion {aversion!r})")
-    ours = design_config(learner)
-    differ = sorted(
-        k for k in (set(recorded) | set(ours)) - {"shrinkage_risk_aversion"} if recorded.get(k) != ours.get(k)
-    )
-    if differ:
-        shown = ", ".join(f"{k} {recorded.get(k)!r} there, {ours.get(k)!r} here" for k in differ)
+    shown = _differences(recorded, {**design_config(learner), "shrinkage_risk_aversion": 0.0})
+    if shown:
         raise SystemExit(f"--neutral {name}: another design beyond the risk aversion ({shown})")
 
 
